@@ -1,0 +1,42 @@
+"""numaccel: make existing NumPy code fast on CPUs and NVIDIA GPUs without rewriting it.
+
+    import numpy as np, numaccel
+
+    @numaccel.accelerate
+    def step(u, dt):
+        u[1:-1] += dt * (u[2:] - 2 * u[1:-1] + u[:-2])
+        return u.sum()
+"""
+from __future__ import annotations
+
+import ml_dtypes as _ml_dtypes
+
+from .backends import register_backend, register_kernel, get_backend, list_backends  # noqa
+
+__version__ = "0.1.0"
+bfloat16 = _ml_dtypes.bfloat16
+
+# Heavy subsystems load on first use so `import numaccel` stays cheap and so that,
+# e.g., numaccel.ckpt works without importing the compiler.
+_LAZY = {
+    "accelerate": ("numaccel.trace.api", "accelerate"),
+    "explain": ("numaccel.trace.api", "explain"),
+    "mark_dynamic": ("numaccel.trace.api", "mark_dynamic"),
+    "config": ("numaccel.config", "config"),
+    "ckpt": ("numaccel.ckpt", None),
+    "nn": ("numaccel.nn", None),
+    "sparse": ("numaccel.sparse", None),
+    "kernels_cpu": ("numaccel.kernels_cpu", None),
+    "kernels_gpu": ("numaccel.kernels_gpu", None),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        mod_name, attr = _LAZY[name]
+        mod = importlib.import_module(mod_name)
+        value = mod if attr is None else getattr(mod, attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'numaccel' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""numaccel.nn: layers, functional ops and optimizers on NumPy arrays."""

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install numaccel with every extra into a venv and run the test suite.
+#   bash scripts/test.sh            full suite on python3.11 (what CI runs)
+#   PYTHON=python3.13 bash scripts/test.sh --quick   quick subset, core extras only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+VENV=".venv-$($PY -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+[ -x "$VENV/bin/python" ] || $PY -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+if [ "${1:-}" = "--quick" ]; then
+    shift
+    "$VENV/bin/python" -m pip install -q -e ".[test]"
+    exec "$VENV/bin/python" -m pytest -q -m "not slow and not mpi and not cudasim" "$@"
+fi
+"$VENV/bin/python" -m pip install -q -e ".[test,oracle,dist,export,cuda,bench]"
+exec "$VENV/bin/python" -m pytest -q "$@"
