@@ -1,0 +1,39 @@
+"""2:4 semi-structured sparsity for NumPy weights (the analog of PyTorch's
+``to_sparse_semi_structured``), with CPU kernels and the layout the GPU path uses.
+
+Example::
+
+    import numpy as np
+    from numaccel import sparse
+
+    w = sparse.prune_2_4(np.random.default_rng(0).standard_normal((64, 128), np.float32))
+    s = sparse.to_sparse_semi_structured(w)     # half the values + 2-bit metadata
+    x = np.ones((3, 128), np.float32)
+    y = x @ s.T                                 # == x @ w.T, computed compressed
+    y2 = sparse.linear(x, s, bias=np.zeros(64, np.float32))
+
+Layout: docs/sparse24_layout.md. Dispatch between the sparse kernels and dense BLAS:
+``numaccel.sparse.dispatch``.
+"""
+from __future__ import annotations
+
+from .semi_structured import (  # noqa: F401
+    SparseSemiStructuredArray,
+    SparsityPatternError,
+    prune_2_4,
+    to_sparse_semi_structured,
+)
+
+__all__ = ["SparseSemiStructuredArray", "SparsityPatternError", "prune_2_4",
+           "to_sparse_semi_structured", "linear"]
+
+
+def __getattr__(name):
+    # the kernels (and Numba) load on first product, not on import
+    if name == "linear":
+        from .linear import linear
+        return linear
+    if name == "dispatch":
+        import importlib
+        return importlib.import_module(".dispatch", __name__)
+    raise AttributeError(f"module 'numaccel.sparse' has no attribute {name!r}")
