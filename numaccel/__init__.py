@@ -12,6 +12,7 @@ from __future__ import annotations
 import ml_dtypes as _ml_dtypes
 
 from .backends import register_backend, register_kernel, get_backend, list_backends  # noqa
+from . import interp as _interp  # noqa: F401  (registers the built-in backends)
 
 __version__ = "0.1.0"
 bfloat16 = _ml_dtypes.bfloat16
@@ -20,7 +21,9 @@ bfloat16 = _ml_dtypes.bfloat16
 # e.g., numaccel.ckpt works without importing the compiler.
 _LAZY = {
     "accelerate": ("numaccel.trace.api", "accelerate"),
-    "explain": ("numaccel.trace.api", "explain"),
+    "explain": ("numaccel.trace.explain", "explain"),
+    "GraphBreakError": ("numaccel.trace.tracer", "GraphBreakError"),
+    "Accelerated": ("numaccel.trace.api", "Accelerated"),
     "mark_dynamic": ("numaccel.trace.api", "mark_dynamic"),
     "config": ("numaccel.config", "config"),
     "ckpt": ("numaccel.ckpt", None),

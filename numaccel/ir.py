@@ -17,6 +17,8 @@ class AVal:
 
     shape: tuple
     dtype: np.dtype
+    #: a Python scalar kind ("bool", "int", "float", "complex") for NEP 50 weak scalars
+    weak: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(self.shape))
@@ -27,4 +29,6 @@ class AVal:
         return len(self.shape)
 
     def __str__(self):
+        if self.weak:
+            return f"py{self.weak}"
         return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"

@@ -1,0 +1,91 @@
+"""The ``numpy`` backend: a reference interpreter that walks the graph calling each op's
+NumPy reference. It is the oracle in tests and the always-correct fallback."""
+from __future__ import annotations
+
+import numpy as np
+
+from .backends import Backend, register_backend
+from .ops import get_op
+from .ops import prims as _prims  # noqa: F401  (registers the primitives)
+from .trace.symbolic import has_sym
+
+
+def _scalar_value(attrs):
+    if attrs["weak"]:
+        return attrs["value"]
+    return np.array(attrs["value"], dtype=attrs["dtype"])[()]
+
+
+def interpret(graph, values, env, keep_unbacked=True):
+    """Run ``graph`` on input ``values``; ``env`` binds symbolic dims to sizes."""
+    nodes = graph.nodes
+    last_use = {}
+    for n in nodes:
+        for i in n.inputs:
+            last_use[i] = n.id
+    outs = set(graph.outputs)
+    vals = {}
+    for n in nodes:
+        op = n.op
+        if op == "input":
+            v = values[n.attrs["index"]]
+        elif op == "const":
+            v = graph.consts[n.id]
+        elif op == "scalar":
+            v = _scalar_value(n.attrs)
+        else:
+            attrs = n.attrs
+            if has_sym(attrs):
+                # unbacked (data-dependent) sizes are only informative in attrs
+                attrs = _resolve_unbacked(attrs, env)
+            v = get_op(op).ref(*[vals[i] for i in n.inputs], **attrs)
+        vals[n.id] = v
+        for i in set(n.inputs):
+            if last_use.get(i) == n.id and i not in outs:
+                del vals[i]
+    return [vals[i] for i in graph.outputs]
+
+
+def _resolve_unbacked(attrs, env):
+    from .trace.symbolic import Sym, evaluate
+
+    def r(v):
+        if isinstance(v, Sym):
+            try:
+                return evaluate(v.expr, env)
+            except KeyError:
+                return v
+        if isinstance(v, tuple):
+            return tuple(r(x) for x in v)
+        if isinstance(v, list):
+            return [r(x) for x in v]
+        if isinstance(v, dict):
+            return {k: r(x) for k, x in v.items()}
+        if isinstance(v, slice):
+            return slice(r(v.start), r(v.stop), r(v.step))
+        return v
+    return r(attrs)
+
+
+class NumpyBackend(Backend):
+    """Reference interpreter: exactly NumPy's results, no speed-up."""
+
+    name = "numpy"
+    capabilities = frozenset({"host"})
+
+    def compile(self, graph, **options):
+        def run(values, env=None):
+            return interpret(graph, values, env or {})
+        run.graph = graph
+        return run
+
+
+class CpuBackend(NumpyBackend):
+    """The CPU backend. Until the Numba compiler lands (issue 3) it runs the reference
+    interpreter, so `backend="cpu"` is correct but not yet fast."""
+
+    name = "cpu"
+
+
+register_backend("numpy", NumpyBackend, replace=True)
+register_backend("cpu", CpuBackend, replace=True)

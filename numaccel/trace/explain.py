@@ -1,0 +1,66 @@
+"""``numaccel.explain(fn, *args)``: what numaccel does with a call, in words."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .api import Accelerated, accelerate, describe_guards
+
+
+@dataclass
+class Explanation:
+    name: str
+    graphs: list = field(default_factory=list)
+    graph_breaks: list = field(default_factory=list)   # (reason, source line)
+    guards: str = ""
+    op_count: int = 0
+    cache: object = None
+    entry_kind: str = ""
+    fallback_reason: str = ""
+
+    def __str__(self):
+        lines = [f"numaccel.explain({self.name}): {self.entry_kind or 'not compiled'}",
+                 f"  graphs: {len(self.graphs)}, ops: {self.op_count}, "
+                 f"graph breaks: {len(self.graph_breaks)}"]
+        if self.fallback_reason:
+            lines.append(f"  runs eagerly because: {self.fallback_reason}")
+        for i, (why, where) in enumerate(self.graph_breaks):
+            lines.append(f"  break {i}: {why}\n      at {where}")
+        if self.guards:
+            lines.append(f"  guards: {self.guards}")
+        for i, g in enumerate(self.graphs):
+            lines.append(f"  graph {i}:")
+            lines.extend("    " + ln for ln in str(g).splitlines())
+        lines.append(f"  cache: {self.cache}")
+        return "\n".join(lines)
+
+
+def explain(fn, *args, **kwargs) -> Explanation:
+    """Trace ``fn(*args, **kwargs)`` (a plain or accelerated function) and report graphs,
+    graph breaks with reasons and source lines, guards, op counts and the cache state.
+    The report is printed and returned. The arguments are not modified.
+
+    >>> numaccel.explain(f, x, y)
+    """
+    import copy
+    acc = fn if isinstance(fn, Accelerated) else accelerate(fn)
+    probe = Accelerated(acc.fn, acc.backend_name, acc.dynamic, False)
+    probe._dyn = set(acc._dyn)
+    probe(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    st = probe.last_trace
+    entry = probe.entries[-1] if probe.entries else None
+    ex = Explanation(name=getattr(acc.fn, "__qualname__", str(acc.fn)))
+    if entry is not None:
+        ex.entry_kind = {"graph": "one full graph", "segmented": "graph breaks: compiled "
+                         "pieces between them", "eager": "eager fallback"}[entry.kind]
+        if entry.kind == "graph":
+            ex.graphs = [entry.graph]
+            ex.guards = describe_guards(entry)
+        elif entry.kind == "eager":
+            ex.fallback_reason = entry.reason
+    if st is not None and entry is not None and entry.kind == "segmented":
+        ex.graphs = [g.prune() for g in st.segments]
+        ex.graph_breaks = list(st.breaks)
+    ex.op_count = sum(g.op_count() for g in ex.graphs)
+    ex.cache = acc.cache_info()
+    print(ex)
+    return ex

@@ -1,0 +1,565 @@
+"""The traced array and the trace state.
+
+Calling a function under ``TraceState.run`` gives it ``TracedArray`` arguments; every
+NumPy call on them appends nodes to ``state.graph`` instead of computing. In-place
+writes are functional: a write to an array (or to a view of it) rebinds the *root*
+array to a new node, and views re-derive their node from the root when they are next
+read. Mutated roots that came from the caller (or from global arrays) are written back
+after the call.
+
+When a concrete value is demanded (``bool(x)``, ``float(x)``, an unsupported NumPy
+function, a decision on a data-dependent size), the pending graph is a *segment*: it is
+compiled and run, every live traced array becomes an input of a fresh segment, and
+tracing continues (a graph break). With ``fullgraph=True`` a break is an error instead.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import weakref
+
+import numpy as np
+
+from ..graph import Graph
+from ..ir import AVal
+from ..ops import get_op
+from . import symbolic
+from .symbolic import Sym, hints, prod
+
+_tls = threading.local()
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+
+
+def current():
+    """The active trace state of this thread, or None (also None while evaluating)."""
+    st = getattr(_tls, "state", None)
+    return st if st is not None and st.active else None
+
+
+class GraphBreakError(RuntimeError):
+    """Raised under ``fullgraph=True`` (and by export) where a graph break would occur."""
+
+
+class UnsupportedArgument(TypeError):
+    pass
+
+
+def user_frame_info() -> str:
+    """'file:line: source' of the innermost frame outside numaccel and NumPy."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(_PKG_DIR) and not fn.startswith(_NUMPY_DIR) \
+                and "<frozen" not in fn:
+            import linecache
+            src = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+            return f"{f.f_code.co_filename}:{f.f_lineno}: {src}"
+        f = f.f_back
+    return "<unknown>"
+
+
+PY_KIND = {bool: "bool", int: "int", float: "float", complex: "complex"}
+
+
+def aval_of(x) -> AVal:
+    if type(x) in PY_KIND:
+        return AVal((), np.asarray(x).dtype, PY_KIND[type(x)])
+    x = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    return AVal(x.shape, x.dtype)
+
+
+class TraceState:
+    def __init__(self, *, fullgraph: bool, run_segment, fn_name: str = "?"):
+        self.graph = Graph()
+        self.input_values = []        # concrete values of the current segment's inputs
+        self.guards = []              # (expr, expected, why) recorded by Sym decisions
+        self.breaks = []              # (reason, user source line)
+        self.segments = []            # graphs already run (one per break)
+        self.live = weakref.WeakSet()
+        self.const_tas = {}           # id(ndarray) -> TracedArray (held with the array)
+        self.mask_counts = {}         # node id of a mask -> data-dependent Sym of its count
+        self.n_unbacked = 0
+        self.fullgraph = fullgraph
+        self.run_segment = run_segment
+        self.fn_name = fn_name
+        self.active = True
+        self.specialized = []         # (input index, value, why) Python scalar args
+
+    # -- entering / leaving -----------------------------------------------------
+    def __enter__(self):
+        self._prev = getattr(_tls, "state", None)
+        _tls.state = self
+        self._prev_sink = symbolic.set_guard_sink(self.guards)
+        from .npapi import install_creation_hooks
+        install_creation_hooks()
+        return self
+
+    def __exit__(self, *exc):
+        _tls.state = self._prev
+        symbolic.set_guard_sink(self._prev_sink)
+        return False
+
+    class _suspended:
+        def __init__(self, st):
+            self.st = st
+
+        def __enter__(self):
+            self.prev = self.st.active
+            self.st.active = False
+            self.sink = symbolic.set_guard_sink(None)
+
+        def __exit__(self, *exc):
+            self.st.active = self.prev
+            symbolic.set_guard_sink(self.sink)
+
+    def suspended(self):
+        """Context in which NumPy runs concretely (no tracing, no guard recording)."""
+        return TraceState._suspended(self)
+
+    # -- leaves -----------------------------------------------------------------
+    def input(self, value, aval: AVal, src=None) -> "TracedArray":
+        node = self.graph.add("input", [], {"index": len(self.input_values)}, aval)
+        self.input_values.append(value)
+        t = TracedArray(self, node.id, aval)
+        t._src = src
+        return t
+
+    def lift(self, x) -> "TracedArray":
+        """Turn an operand of a traced op into a TracedArray (constants, scalars)."""
+        if isinstance(x, TracedArray):
+            if x._st is not self:
+                raise RuntimeError("a traced array escaped from another trace (was it stored "
+                                   "in a global by an accelerated function?)")
+            return x
+        if type(x) in PY_KIND:
+            kind = PY_KIND[type(x)]
+            node = self.graph.add("scalar", [], {"value": x, "dtype": None, "weak": kind},
+                                  aval_of(x))
+            return TracedArray(self, node.id, node.aval)
+        if isinstance(x, np.generic):
+            node = self.graph.add("scalar", [], {"value": x.item(), "dtype": x.dtype.name,
+                                                 "weak": None}, AVal((), x.dtype))
+            return TracedArray(self, node.id, node.aval, scalar=True)
+        if isinstance(x, np.ndarray):
+            t = self.const_tas.get(id(x))
+            if t is None:
+                # global/closure arrays are captured by reference: in-place changes to them
+                # are seen by later calls, a rebinding of the name is not (see README)
+                node = self.graph.add("const", [], {}, AVal(x.shape, x.dtype))
+                self.graph.consts[node.id] = x
+                t = TracedArray(self, node.id, node.aval)
+                t._src = ("const", x)
+                self.const_tas[id(x)] = t
+                self._const_keep = getattr(self, "_const_keep", []) + [x]
+            return t
+        if isinstance(x, (list, tuple)):
+            if any(isinstance(v, TracedArray) for v in _flat(x)):
+                from .npapi import stack_nested
+                return stack_nested(self, x)
+            arr = np.asarray(x)
+            if arr.dtype == object:
+                raise UnsupportedArgument(f"cannot use {type(x).__name__} {x!r} as an array")
+            node = self.graph.add("const", [], {}, AVal(arr.shape, arr.dtype))
+            self.graph.consts[node.id] = arr
+            return TracedArray(self, node.id, node.aval)
+        raise UnsupportedArgument(f"cannot trace an operand of type {type(x).__name__}")
+
+    # -- ops --------------------------------------------------------------------
+    def op(self, name: str, inputs, scalar: bool = False, **attrs) -> "TracedArray":
+        ts = [self.lift(x) for x in inputs]
+        aval = get_op(name).infer([t._aval for t in ts], **attrs)
+        node = self.graph.add(name, [t._nid for t in ts], attrs, aval,
+                              scalar and len(aval.shape) == 0)
+        return TracedArray(self, node.id, aval, scalar=node.scalar)
+
+    # -- graph breaks -------------------------------------------------------------
+    def graph_break(self, reason: str):
+        where = user_frame_info()
+        if self.fullgraph:
+            raise GraphBreakError(f"graph break in {self.fn_name}: {reason}\n  at {where}\n"
+                                  "(fullgraph=True; remove it to let numaccel split the "
+                                  "graph here, or rewrite this line without it)")
+        from ..config import log
+        log("graph_breaks", f"{self.fn_name}: {reason} at {where}")
+        self.breaks.append((reason, where))
+
+    def concrete(self, ts, reason: str):
+        """Concrete values of traced arrays ``ts`` (runs the pending segment)."""
+        self.graph_break(reason)
+        return self.materialize(ts)
+
+    def materialize(self, ts=()):
+        roots = [t for t in list(self.live) if t._st is self and t._base is None]
+        for t in ts:  # the wanted ones may be views: their node must be current
+            t._nid
+        wanted = [t for t in ts if t._base is not None]
+        nodes = sorted({t._node for t in roots + wanted})
+        g = self.graph
+        g.outputs = nodes
+        with self.suspended():
+            values = self.run_segment(g, self.input_values)
+        self.segments.append(g)
+        valmap = dict(zip(nodes, values))
+        result = [valmap[t._node] for t in ts]
+        self.graph = Graph()
+        self.input_values = []
+        self.mask_counts = {}
+        remap = {}
+        for nid in nodes:
+            v = valmap[nid]
+            node = self.graph.add("input", [], {"index": len(self.input_values)}, aval_of(v),
+                                  g.nodes[nid].scalar)
+            self.input_values.append(v)
+            remap[nid] = node.id
+        for t in list(self.live):
+            if t._st is not self:
+                continue
+            if t._base is None or t in wanted:
+                t._node = remap[t._node]
+                t._aval = self.graph.nodes[t._node].aval
+            if t._base is not None:
+                t._ver = -1 if t not in wanted else t._base._version
+        for t in roots:
+            t._aval = self.graph.nodes[t._node].aval
+        return result
+
+    def peek(self, t):
+        """The value ``t`` has in this call, without cutting the graph (for hints)."""
+        from ..interp import interpret
+        g = self.graph
+        saved = g.outputs
+        g.outputs = [t._nid]
+        try:
+            with self.suspended():
+                return interpret(g, self.input_values, {}, keep_unbacked=True)[0]
+        finally:
+            g.outputs = saved
+
+    def specialize(self, t):
+        """Value of a Python-scalar traced value; guards the arguments it comes from."""
+        value = self.peek(t)
+        seen, stack = set(), [t._nid]
+        while stack:
+            n = self.graph.nodes[stack.pop()]
+            if n.id in seen:
+                continue
+            seen.add(n.id)
+            if n.op == "input":
+                k = n.attrs["index"]
+                if k not in dict((i, v) for i, v, _ in self.specialized):
+                    self.specialized.append((k, self.input_values[k], user_frame_info()))
+            stack.extend(n.inputs)
+        return value
+
+    def mask_count(self, mask):
+        """The (data-dependent) number of True values of a boolean index."""
+        nid = mask._nid
+        if nid not in self.mask_counts:
+            n = int(np.count_nonzero(self.peek(mask)))
+            self.mask_counts[nid] = self.new_unbacked(n)
+        return self.mask_counts[nid]
+
+    def new_unbacked(self, hint_value: int) -> Sym:
+        name = f"u{self.n_unbacked}"
+        self.n_unbacked += 1
+        return Sym.symbol(name, hint_value)
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _flat(v)
+    else:
+        yield x
+
+
+# ------------------------------------------------------------------------------ traced array
+
+def _binop(ufunc, pyop, reflected=False):
+    def method(self, other):
+        if not isinstance(other, (TracedArray, np.ndarray, np.generic, bool, int, float,
+                                  complex, list, tuple)):
+            return NotImplemented
+        if self._aval.weak and (type(other) in PY_KIND or
+                                (isinstance(other, TracedArray) and other._aval.weak)):
+            args = (other, self) if reflected else (self, other)
+            return self._st.op("pyop", args, op=pyop)
+        return ufunc(other, self) if reflected else ufunc(self, other)
+    return method
+
+
+def _inplace(ufunc):
+    def method(self, other):
+        if self._aval.weak:
+            # Python scalars are immutable: `dt *= 2` rebinds, like Python
+            return _binop(ufunc, _PYNAME[ufunc.__name__])(self, other)
+        return ufunc(self, other, out=(self,))
+    return method
+
+
+_PYNAME = {"add": "add", "subtract": "sub", "multiply": "mul", "divide": "truediv",
+           "floor_divide": "floordiv", "remainder": "mod", "power": "pow",
+           "bitwise_and": "and_", "bitwise_or": "or_", "bitwise_xor": "xor",
+           "left_shift": "lshift", "right_shift": "rshift", "true_divide": "truediv"}
+
+
+class TracedArray:
+    """Stands for an ndarray (or NumPy/Python scalar) while a function is traced."""
+
+    __array_priority__ = 1e6
+    __slots__ = ("_st", "_node", "_aval", "_scalar", "_base", "_chain", "_ver", "_version",
+                 "_mutated", "_src", "__weakref__")
+
+    def __init__(self, st: TraceState, node: int, aval: AVal, scalar: bool = False):
+        self._st = st
+        self._node = node
+        self._aval = aval
+        self._scalar = scalar
+        self._base = None      # root array this is a view of
+        self._chain = ()       # view ops (name, attrs) from the root
+        self._ver = 0          # root version this view's node was derived at
+        self._version = 0      # bumped on every write to a root
+        self._mutated = False
+        self._src = None       # ("input", k) or ("const", ndarray): written back after the call
+        st.live.add(self)
+
+    __hash__ = object.__hash__
+
+    # -- node, refreshed for views ------------------------------------------------
+    @property
+    def _nid(self) -> int:
+        b = self._base
+        if b is not None and self._ver != b._version:
+            st = self._st
+            cur = b
+            nid = b._nid
+            for name, attrs in self._chain:
+                aval = get_op(name).infer([st.graph.nodes[nid].aval], **attrs)
+                nid = st.graph.add(name, [nid], attrs, aval).id
+            self._node = nid
+            self._aval = st.graph.nodes[nid].aval
+            self._ver = cur._version
+        return self._node
+
+    def _view(self, name: str, attrs: dict, scalar=False) -> "TracedArray":
+        out = self._st.op(name, [self], scalar=scalar, **attrs)
+        if self._aval.weak:
+            return out
+        root = self._base if self._base is not None else self
+        out._base = root
+        out._chain = self._chain + ((name, attrs),)
+        out._ver = root._version
+        return out
+
+    def _assign(self, new: "TracedArray") -> None:
+        """Give this array (a root or a view) the value ``new`` (same shape and dtype)."""
+        st = self._st
+        new = st.lift(new)
+        if self._base is None:
+            self._node = new._nid
+            self._aval = new._aval
+            self._version += 1
+            self._mutated = True
+            return
+        root = self._base
+        out = st.op("scatter_view", [root, new], chain=self._chain)
+        root._node = out._nid
+        root._aval = out._aval
+        root._version += 1
+        root._mutated = True
+        self._node = new._nid
+        self._ver = root._version
+
+    # -- attributes -------------------------------------------------------------
+    @property
+    def shape(self):
+        return tuple(self._aval.shape)
+
+    @property
+    def dtype(self):
+        return self._aval.dtype
+
+    @property
+    def ndim(self):
+        return len(self._aval.shape)
+
+    @property
+    def size(self):
+        return prod(self._aval.shape)
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    @property
+    def mT(self):
+        return np.swapaxes(self, -1, -2)
+
+    @property
+    def real(self):
+        return np.real(self)
+
+    @property
+    def imag(self):
+        return np.imag(self)
+
+    @property
+    def flat(self):
+        return self.reshape(-1)
+
+    def __len__(self):
+        if not self._aval.shape:
+            raise TypeError("len() of unsized object")
+        return int(self._aval.shape[0])
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self):
+        return f"TracedArray({self._aval})"
+
+    # -- conversions to Python demand a concrete value: graph break -----------------
+    def _concrete(self, why):
+        if self._aval.weak:
+            # Python scalars come from the arguments: specialize on their value (a guard),
+            # no graph break needed
+            return self._st.specialize(self)
+        return self._st.concrete([self], why)[0]
+
+    def __bool__(self):
+        return bool(self._concrete(f"bool() of a traced value ({self._aval})"))
+
+    def __float__(self):
+        return float(self._concrete("float() of a traced value"))
+
+    def __int__(self):
+        return int(self._concrete("int() of a traced value"))
+
+    def __index__(self):
+        v = self._concrete("a traced value used as an index or size")
+        return int(v.__index__() if hasattr(v, "__index__") else v)
+
+    def __complex__(self):
+        return complex(self._concrete("complex() of a traced value"))
+
+    def item(self, *args):
+        return np.asarray(self._concrete("item() of a traced value")).item(*args)
+
+    def tolist(self):
+        return np.asarray(self._concrete("tolist() of a traced value")).tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        v = np.asarray(self._concrete("conversion to numpy.ndarray (np.asarray or a "
+                                      "non-NumPy function)"))
+        return v.astype(dtype) if dtype is not None else v
+
+    # -- the NumPy protocols -------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from .npapi import trace_ufunc
+        return trace_ufunc(self._st, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from .npapi import trace_function
+        return trace_function(self._st, func, args, kwargs)
+
+    # -- indexing -------------------------------------------------------------------
+    def __getitem__(self, index):
+        from .npapi import getitem
+        return getitem(self, index)
+
+    def __setitem__(self, index, value):
+        from .npapi import setitem
+        setitem(self, index, value)
+
+    # -- operators ------------------------------------------------------------------
+    __add__ = _binop(np.add, "add")
+    __radd__ = _binop(np.add, "add", True)
+    __sub__ = _binop(np.subtract, "sub")
+    __rsub__ = _binop(np.subtract, "sub", True)
+    __mul__ = _binop(np.multiply, "mul")
+    __rmul__ = _binop(np.multiply, "mul", True)
+    __truediv__ = _binop(np.true_divide, "truediv")
+    __rtruediv__ = _binop(np.true_divide, "truediv", True)
+    __floordiv__ = _binop(np.floor_divide, "floordiv")
+    __rfloordiv__ = _binop(np.floor_divide, "floordiv", True)
+    __mod__ = _binop(np.remainder, "mod")
+    __rmod__ = _binop(np.remainder, "mod", True)
+    __pow__ = _binop(np.power, "pow")
+    __rpow__ = _binop(np.power, "pow", True)
+    __and__ = _binop(np.bitwise_and, "and_")
+    __rand__ = _binop(np.bitwise_and, "and_", True)
+    __or__ = _binop(np.bitwise_or, "or_")
+    __ror__ = _binop(np.bitwise_or, "or_", True)
+    __xor__ = _binop(np.bitwise_xor, "xor")
+    __rxor__ = _binop(np.bitwise_xor, "xor", True)
+    __lshift__ = _binop(np.left_shift, "lshift")
+    __rlshift__ = _binop(np.left_shift, "lshift", True)
+    __rshift__ = _binop(np.right_shift, "rshift")
+    __rrshift__ = _binop(np.right_shift, "rshift", True)
+    __lt__ = _binop(np.less, "lt")
+    __le__ = _binop(np.less_equal, "le")
+    __gt__ = _binop(np.greater, "gt")
+    __ge__ = _binop(np.greater_equal, "ge")
+    __eq__ = _binop(np.equal, "eq")
+    __ne__ = _binop(np.not_equal, "ne")
+    __iadd__ = _inplace(np.add)
+    __isub__ = _inplace(np.subtract)
+    __imul__ = _inplace(np.multiply)
+    __itruediv__ = _inplace(np.true_divide)
+    __ifloordiv__ = _inplace(np.floor_divide)
+    __imod__ = _inplace(np.remainder)
+    __ipow__ = _inplace(np.power)
+    __iand__ = _inplace(np.bitwise_and)
+    __ior__ = _inplace(np.bitwise_or)
+    __ixor__ = _inplace(np.bitwise_xor)
+    __ilshift__ = _inplace(np.left_shift)
+    __irshift__ = _inplace(np.right_shift)
+
+    def __matmul__(self, other):
+        return np.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return np.matmul(other, self)
+
+    def __imatmul__(self, other):
+        return np.matmul(self, other, out=(self,))
+
+    def __neg__(self):
+        if self._aval.weak:
+            return self._st.op("pyop", [self], op="neg")
+        return np.negative(self)
+
+    def __pos__(self):
+        return self if self._aval.weak else np.positive(self)
+
+    def __abs__(self):
+        if self._aval.weak:
+            return self._st.op("pyop", [self], op="abs")
+        return np.absolute(self)
+
+    def __invert__(self):
+        if self._aval.weak:
+            return self._st.op("pyop", [self], op="invert")
+        return np.invert(self)
+
+    def __round__(self, ndigits=None):
+        return float(self).__round__(ndigits) if ndigits is None else np.round(self, ndigits)
+
+    def __getattr__(self, name):
+        from .npapi import METHODS
+        if name in METHODS:
+            fn = METHODS[name]
+            return lambda *a, **k: fn(self, *a, **k)
+        raise AttributeError(f"'TracedArray' (standing for numpy.ndarray) has no attribute "
+                             f"{name!r}, or numaccel does not trace it yet")
