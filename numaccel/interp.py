@@ -17,7 +17,14 @@ def _scalar_value(attrs):
 
 
 def interpret(graph, values, env, keep_unbacked=True):
-    """Run ``graph`` on input ``values``; ``env`` binds symbolic dims to sizes."""
+    """Run ``graph`` on input ``values``; ``env`` binds symbolic dims to sizes.
+
+    Floating-point warnings are not raised, as in compiled code (documented)."""
+    with np.errstate(all="ignore"):
+        return _interpret(graph, values, env)
+
+
+def _interpret(graph, values, env):
     nodes = graph.nodes
     last_use = {}
     for n in nodes:

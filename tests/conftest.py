@@ -1,0 +1,76 @@
+"""Shared test helpers: ``check_np`` compares an accelerated call with plain NumPy."""
+from __future__ import annotations
+
+import copy
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import numaccel
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+_TOL = {"float16": (2e-3, 1e-3), "bfloat16": (2e-2, 1e-2), "float32": (1e-5, 1e-6),
+        "float64": (1e-12, 1e-12), "complex64": (1e-5, 1e-6), "complex128": (1e-12, 1e-12)}
+
+
+def assert_same(got, ref, path="result", rtol=None, atol=None):
+    """Same structure, type class (scalar vs array), dtype, shape and values as NumPy."""
+    if isinstance(ref, (tuple, list)):
+        assert isinstance(got, type(ref)), f"{path}: {type(got)} vs {type(ref)}"
+        assert len(got) == len(ref), f"{path}: length {len(got)} vs {len(ref)}"
+        for i, (g, r) in enumerate(zip(got, ref)):
+            assert_same(g, r, f"{path}[{i}]", rtol, atol)
+        return
+    if isinstance(ref, dict):
+        assert isinstance(got, dict) and list(got) == list(ref), f"{path}: keys differ"
+        for k in ref:
+            assert_same(got[k], ref[k], f"{path}[{k!r}]", rtol, atol)
+        return
+    if ref is None or isinstance(ref, (str, bool, int, float, complex)):
+        assert type(got) is type(ref), f"{path}: {type(got)} vs {type(ref)}"
+        if isinstance(ref, float) and np.isnan(ref):
+            assert np.isnan(got)
+        elif isinstance(ref, (float, complex)):
+            assert np.isclose(got, ref, rtol=rtol or 1e-12, atol=atol or 0), f"{path}"
+        else:
+            assert got == ref, f"{path}: {got!r} vs {ref!r}"
+        return
+    if isinstance(ref, np.generic):
+        assert isinstance(got, np.generic), f"{path}: expected a NumPy scalar, got {type(got)}"
+    else:
+        assert isinstance(got, np.ndarray) and type(got) is np.ndarray, \
+            f"{path}: expected ndarray, got {type(got)}"
+    g, r = np.asarray(got), np.asarray(ref)
+    assert g.dtype == r.dtype, f"{path}: dtype {g.dtype} vs {r.dtype}"
+    assert g.shape == r.shape, f"{path}: shape {g.shape} vs {r.shape}"
+    if r.dtype.kind in "fc" or r.dtype == BF16:
+        rt, at = _TOL.get(r.dtype.name, (1e-6, 1e-6))
+        rt, at = rtol if rtol is not None else rt, atol if atol is not None else at
+        gg = g.astype(np.float32) if r.dtype == BF16 else g
+        rr = r.astype(np.float32) if r.dtype == BF16 else r
+        np.testing.assert_allclose(gg, rr, rtol=rt, atol=at, equal_nan=True, err_msg=path)
+    else:
+        np.testing.assert_array_equal(g, r, err_msg=path)
+
+
+def check_np(fn, *args, backend="numpy", fullgraph=False, calls=2, rtol=None, atol=None,
+             **kwargs):
+    """Run ``fn`` with NumPy and accelerated (``calls`` times, so cached replays are
+    checked too) on deep copies of the arguments; compare results and mutated arguments.
+    Returns the accelerated function (for counters)."""
+    ref_args = copy.deepcopy((args, kwargs))
+    ref = fn(*ref_args[0], **ref_args[1])
+    acc = numaccel.accelerate(fn, backend=backend, fullgraph=fullgraph)
+    for _ in range(calls):
+        got_args = copy.deepcopy((args, kwargs))
+        got = acc(*got_args[0], **got_args[1])
+        assert_same(got, ref, rtol=rtol, atol=atol)
+        assert_same(got_args, ref_args, path="arguments after the call", rtol=rtol, atol=atol)
+    return acc
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
