@@ -89,7 +89,7 @@ def _fill(reader: _Reader, key: str, a: F.ArrayMeta, dest: np.ndarray, off: tupl
             continue
         lo, n = hit
         dsl = tuple(slice(x - o, x - o + m) for x, o, m in zip(lo, off, n))
-        sub = dest[dsl]
+        sub = dest[dsl + (Ellipsis,)]  # a view, also for 0-d arrays
         direct = (tuple(n) == c.shape and sub.flags.c_contiguous and sub.dtype == a.dtype)
         if direct:
             reader.read(key, c, sub)

@@ -153,7 +153,7 @@ def _pieces(assigned: list, blocks: dict, chunk_bytes: int) -> Iterator[tuple]:
         a = blocks[key]
         for rel, cshape in split_box(shp, a.dtype.itemsize, chunk_bytes):
             sl = tuple(slice(o, o + n) for o, n in zip(rel, cshape))
-            yield key, tuple(o + r for o, r in zip(off, rel)), cshape, a[sl]
+            yield key, tuple(o + r for o, r in zip(off, rel)), cshape, a[sl + (Ellipsis,)]
 
 
 def _le_contiguous(view: np.ndarray) -> np.ndarray:
