@@ -8,8 +8,6 @@ Leaves are ``input`` nodes (attr ``index``: position in the flattened arguments)
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -120,11 +118,26 @@ class Graph:
             "consts": sorted(self.consts),
         }
 
-    def key(self) -> str:
-        """A structural hash (ops, attrs, avals; const values by shape/dtype/identity)."""
-        data = self.to_json()
-        data["const_ids"] = [(k, id(v)) for k, v in sorted(self.consts.items())]
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:24]
+    def key(self) -> tuple:
+        """A hashable structural key: ops, inputs, attrs, avals; constants by identity."""
+        return tuple((n.op, n.inputs, freeze(n.attrs), str(n.aval), n.scalar,
+                      id(self.consts[n.id]) if n.id in self.consts else 0)
+                     for n in self.nodes) + (tuple(self.outputs),)
+
+
+def freeze(v):
+    """A hashable, exactly comparable form of an attr value (Syms by expression)."""
+    if isinstance(v, dict):
+        return ("d",) + tuple((k, freeze(x)) for k, x in sorted(v.items()))
+    if isinstance(v, (tuple, list)):
+        return ("t",) + tuple(freeze(x) for x in v)
+    if isinstance(v, Sym):
+        return ("sym", v.expr)
+    if isinstance(v, slice):
+        return ("sl", freeze(v.start), freeze(v.stop), freeze(v.step))
+    if isinstance(v, float) and v != v:
+        return ("nan",)
+    return (type(v).__name__, v)
 
 
 def dtype_name(dt) -> str:

@@ -344,3 +344,24 @@ def test_more_dtypes(dtype, rng):
     check_np(lambda x: (x * 2 + x).astype(np.float32), x)
     check_np(lambda x: x[1:, ::2] * x[:-1, 1:2], x)
     check_np(lambda x: np.concatenate([x, x]).T @ np.concatenate([x, x]), x)
+
+
+def test_functions_built_from_primitives(rng):
+    x = rng.standard_normal((4, 5))
+    v = rng.standard_normal((6, 3))
+    check_np(lambda x: np.tril(x) + np.triu(x, 1) * 2 + np.tril(x, -1), x, fullgraph=True)
+    check_np(lambda x: np.tril(np.ones((5, 5), dtype=bool)), x, fullgraph=True)
+    check_np(lambda x: (np.atleast_1d(x[0, 0]), np.atleast_2d(x[0]), np.atleast_3d(x)), x,
+             fullgraph=True)
+    check_np(lambda x: (np.count_nonzero(x > 0), np.count_nonzero(x > 0, axis=1)), x,
+             fullgraph=True)
+    idx = np.argsort(x, axis=1)[:, :2]
+    check_np(lambda x, i: np.take_along_axis(x, i, axis=1), x, idx, fullgraph=True)
+    check_np(lambda v: np.cross(v, v[::-1]) + np.cross(v[0], v), v, fullgraph=True)
+    check_np(lambda v: (np.linalg.norm(v), np.linalg.norm(v, axis=1),
+                        np.linalg.norm(v[0])), v, fullgraph=True)
+    check_np(lambda x: np.pad(x, ((1, 2), (0, 1)), mode="edge"), x, fullgraph=True)
+
+    def divide_where(a, b):
+        return np.divide(a, b, out=np.zeros_like(a), where=b > 0)
+    check_np(divide_where, x, rng.standard_normal((4, 5)), fullgraph=True)

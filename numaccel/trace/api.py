@@ -17,7 +17,7 @@ from .pytree import flatten, unflatten
 from .symbolic import Sym, evaluate, render
 from .tracer import PY_KIND, GraphBreakError, TraceState, TracedArray
 
-__all__ = ["accelerate", "explain", "mark_dynamic", "CacheInfo", "GraphBreakError"]
+__all__ = ["accelerate", "mark_dynamic", "CacheInfo", "GraphBreakError", "Accelerated"]
 
 _MARKED: dict = {}   # id(array) -> (weakref, set of dims) from mark_dynamic
 

@@ -169,7 +169,7 @@ class TraceState:
     # -- ops --------------------------------------------------------------------
     def op(self, name: str, inputs, scalar: bool = False, **attrs) -> "TracedArray":
         ts = [self.lift(x) for x in inputs]
-        aval = get_op(name).infer([t._aval for t in ts], **attrs)
+        aval = infer_cached(name, [t._aval for t in ts], attrs)
         node = self.graph.add(name, [t._nid for t in ts], attrs, aval,
                               scalar and len(aval.shape) == 0)
         return TracedArray(self, node.id, aval, scalar=node.scalar)
@@ -195,6 +195,7 @@ class TraceState:
         for t in ts:  # the wanted ones may be views: their node must be current
             t._nid
         wanted = [t for t in ts if t._base is not None]
+        wanted_ids = {id(t) for t in wanted}   # identity: `in` would call TracedArray.__eq__
         nodes = sorted({t._node for t in roots + wanted})
         g = self.graph
         g.outputs = nodes
@@ -216,11 +217,11 @@ class TraceState:
         for t in list(self.live):
             if t._st is not self:
                 continue
-            if t._base is None or t in wanted:
+            if t._base is None or id(t) in wanted_ids:
                 t._node = remap[t._node]
                 t._aval = self.graph.nodes[t._node].aval
             if t._base is not None:
-                t._ver = -1 if t not in wanted else t._base._version
+                t._ver = t._base._version if id(t) in wanted_ids else -1
         for t in roots:
             t._aval = self.graph.nodes[t._node].aval
         return result
@@ -265,6 +266,28 @@ class TraceState:
         name = f"u{self.n_unbacked}"
         self.n_unbacked += 1
         return Sym.symbol(name, hint_value)
+
+
+_INFER_CACHE: dict = {}
+
+
+def infer_cached(name, avals, attrs):
+    """``infer`` memoized for static shapes (a symbolic rule must run: it records guards)."""
+    if any(not symbolic.is_static(a.shape) for a in avals) or symbolic.has_sym(attrs):
+        return get_op(name).infer(avals, **attrs)
+    from ..graph import freeze
+    try:
+        key = (name, tuple(avals), freeze(attrs))
+        hash(key)
+    except TypeError:
+        return get_op(name).infer(avals, **attrs)
+    aval = _INFER_CACHE.get(key)
+    if aval is None:
+        aval = get_op(name).infer(avals, **attrs)
+        if len(_INFER_CACHE) > 50000:
+            _INFER_CACHE.clear()
+        _INFER_CACHE[key] = aval
+    return aval
 
 
 def _flat(x):

@@ -1,0 +1,136 @@
+"""NumPy-API layer: functions written in terms of other traced functions."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.prims import normalize_axis
+from .npapi import Unhandled, _ndim, _shape, _st_of, handles
+from .np_create import getitem
+from .np_shape import concatenate, expand_dims, reshape
+
+
+def _tri_mask(st, n, m, k):
+    """Boolean (n, m) mask of j <= i + k, built from aranges (works for symbolic sizes)."""
+    rows = st.op("arange", [], start=0, stop=n, step=1, dtype=np.dtype(np.intp))
+    cols = st.op("arange", [], start=0, stop=m, step=1, dtype=np.dtype(np.intp))
+    return np.less_equal(reshape(cols, (1, -1)), reshape(rows, (-1, 1)) + k)
+
+
+def _tri_select(m, k, lower):
+    st = _st_of(m)
+    m = st.lift(m)
+    if m.ndim < 2:
+        raise Unhandled("1-D input")
+    n, c = m.shape[-2], m.shape[-1]
+    mask = _tri_mask(st, n, c, k if lower else k - 1)
+    zero = st.op("astype", [st.lift(0)], dtype=m.dtype)
+    return st.op("where", [mask, m, zero]) if lower else st.op("where", [mask, zero, m])
+
+
+@handles(np.tril)
+def tril(m, k=0):
+    return _tri_select(m, int(k), True)
+
+
+@handles(np.triu)
+def triu(m, k=0):
+    return _tri_select(m, int(k), False)
+
+
+def _atleast(nd):
+    def h(*arys):
+        outs = []
+        for a in arys:
+            shape = tuple(_shape(a))
+            if len(shape) < nd:
+                if nd == 3 and len(shape) == 2:
+                    shape = shape + (1,)
+                elif nd == 3 and len(shape) == 1:
+                    shape = (1,) + shape + (1,)
+                else:
+                    shape = (1,) * (nd - len(shape)) + shape
+                a = reshape(a, shape)
+            outs.append(a)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    return h
+
+
+handles(np.atleast_1d)(_atleast(1))
+handles(np.atleast_2d)(_atleast(2))
+handles(np.atleast_3d)(_atleast(3))
+
+
+@handles(np.count_nonzero)
+def count_nonzero(a, axis=None, *, keepdims=False):
+    st = _st_of(a)
+    nz = np.not_equal(st.lift(a), 0)
+    res = np.sum(nz, axis=axis, keepdims=keepdims, dtype=np.intp)
+    return res
+
+
+@handles(np.take_along_axis)
+def take_along_axis(arr, indices, axis=-1):
+    st = _st_of(arr, indices)
+    arr, indices = st.lift(arr), st.lift(indices)
+    if axis is None:
+        return getitem(reshape(arr, (-1,)), indices)
+    nd = arr.ndim
+    ax = normalize_axis(axis, nd)
+    index = []
+    for d in range(nd):
+        if d == ax:
+            index.append(indices)
+        else:
+            shape = [1] * nd
+            shape[d] = -1
+            r = st.op("arange", [], start=0, stop=arr.shape[d], step=1,
+                      dtype=np.dtype(np.intp))
+            index.append(reshape(r, tuple(shape)))
+    return getitem(arr, tuple(index))
+
+
+@handles(np.cross)
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
+        raise Unhandled("axis arguments")
+    if not (_shape(a)[-1] == 3 and _shape(b)[-1] == 3):
+        raise Unhandled("vectors that are not 3-D")
+    a0, a1, a2 = (getitem(a, (Ellipsis, i)) for i in range(3))
+    b0, b1, b2 = (getitem(b, (Ellipsis, i)) for i in range(3))
+    comps = [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
+    return concatenate([expand_dims(c, -1) for c in comps], axis=-1)
+
+
+@handles(np.linalg.norm)
+def norm(x, ord=None, axis=None, keepdims=False):
+    if ord not in (None, 2, "fro") or (ord == 2 and (axis is None and _ndim(x) != 1)):
+        raise Unhandled(f"ord={ord!r}")
+    st = _st_of(x)
+    x = st.lift(x)
+    if x.dtype.kind not in "fc":
+        x = st.op("astype", [x], dtype=np.dtype(np.float64))
+    sq = np.real(x * np.conjugate(x)) if x.dtype.kind == "c" else x * x
+    return np.sqrt(np.sum(sq, axis=axis, keepdims=keepdims))
+
+
+@handles(np.pad)
+def pad_modes(array, pad_width, mode="constant", **kwargs):
+    from .np_shape import pad
+    if mode == "constant":
+        return pad(array, pad_width, mode, **kwargs)
+    if mode != "edge" or kwargs:
+        raise Unhandled(f"mode={mode!r}")
+    st = _st_of(array)
+    a = st.lift(array)
+    pw = np.broadcast_to(np.asarray(pad_width, dtype=np.intp), (a.ndim, 2))
+    for d, (lo, hi) in enumerate(pw):
+        pre = (slice(None),) * d
+        parts = []
+        if lo:
+            parts.append(np.repeat(getitem(a, pre + (slice(0, 1),)), int(lo), axis=d))
+        parts.append(a)
+        if hi:
+            parts.append(np.repeat(getitem(a, pre + (slice(-1, None),)), int(hi), axis=d))
+        if len(parts) > 1:
+            a = concatenate(parts, axis=d)
+    return a
