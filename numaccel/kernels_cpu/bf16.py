@@ -29,14 +29,21 @@ bfloat16 = np.dtype(ml_dtypes.bfloat16)
 
 @intrinsic
 def u32_as_f32(typingctx, x):
-    """Reinterpret the bits of a uint32 as a float32 (no conversion)."""
-    if x != types.uint32:
+    """Reinterpret the low 32 bits of an integer as a float32 (no conversion).
+
+    Any integer type is accepted because Numba widens ``uint32 op uint32`` to 64 bits."""
+    if not isinstance(x, types.Integer):
         return None
 
     def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.FloatType())
+        v = args[0]
+        if x.bitwidth > 32:
+            v = builder.trunc(v, ir.IntType(32))
+        elif x.bitwidth < 32:
+            v = builder.zext(v, ir.IntType(32))
+        return builder.bitcast(v, ir.FloatType())
 
-    return types.float32(types.uint32), codegen
+    return types.float32(x), codegen
 
 
 @intrinsic
@@ -105,3 +112,38 @@ def bf16_to_float32(a: np.ndarray) -> np.ndarray:
     dst = np.empty(src.shape, np.float32)
     _bf16_to_f32_array(src.reshape(-1), dst.reshape(-1))
     return dst
+
+
+# float16 travels as uint16 bits too (Numba has no float16 on CPU). Integer bit tricks
+# (LLVM's half type would need compiler-rt calls that are not linked into Numba).
+_F16_SCALE = np.uint32(0x77800000)  # 2**112 as float32 bits: rebias f16 exponent to f32
+
+
+@numba.njit(inline="always")
+def f16_to_f32(bits):
+    """uint16 float16 bits -> float32 (exact, incl. subnormals, inf and NaN)."""
+    h = np.uint32(bits)
+    o = np.uint32((h & np.uint32(0x7FFF)) << np.uint32(13))
+    f = u32_as_f32(o) * u32_as_f32(_F16_SCALE)
+    if (o & np.uint32(0x0F800000)) == np.uint32(0x0F800000):
+        f = u32_as_f32(o | np.uint32(0x7F800000))
+    sign = np.uint32((h & np.uint32(0x8000)) << np.uint32(16))
+    return u32_as_f32(f32_as_u32(f) | sign)
+
+
+@numba.njit(inline="always")
+def f32_to_f16(x):
+    """float32 -> uint16 float16 bits, round to nearest even (as NumPy's astype)."""
+    f = f32_as_u32(np.float32(x))
+    sign = f & np.uint32(0x80000000)
+    f = f ^ sign
+    if f >= np.uint32(0x47800000):            # >= 65536 (after rounding): inf, or NaN
+        o = np.uint32(0x7E00) if f > np.uint32(0x7F800000) else np.uint32(0x7C00)
+    elif f < np.uint32(0x38800000):           # below the smallest normal: subnormal / 0
+        v = u32_as_f32(f) + u32_as_f32(np.uint32(0x3F000000))
+        o = np.uint32(f32_as_u32(v) - np.uint32(0x3F000000))
+    else:
+        odd = (f >> np.uint32(13)) & np.uint32(1)
+        f = np.uint32(f + np.uint32(0xC8000FFF) + odd)  # rebias exponent, round half even
+        o = np.uint32(f >> np.uint32(13))
+    return np.uint16(o | (sign >> np.uint32(16)))
