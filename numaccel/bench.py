@@ -1,0 +1,500 @@
+"""Side-by-side benchmark: NumPy, numexpr, hand-written Numba, torch.compile and numaccel.
+
+    python -m numaccel.bench                          # every workload, full sizes
+    python -m numaccel.bench --quick --only chain_f32,softmax_f32 --json out.json
+    python -m numaccel.bench --corpus                 # also the corpus at size M
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m numaccel.bench ...  # BLAS at speed
+
+Every contender's result is checked against NumPy's (a wrong answer prints MISMATCH, not a
+time). Steady-state times are medians over ``--repeat`` samples after one warm-up call (the
+warm-up is the contender's first call, reported separately). torch.compile runs in its own
+subprocess per workload with a timeout, so a failing or hanging compile reads "n/a" with the
+reason. The first-call section measures a new process: cold (empty cache directory) and warm
+(the same ``NUMACCEL_CACHE_DIR`` / ``TORCHINDUCTOR_CACHE_DIR`` again). Ratios are
+"contender time / numaccel time": above 1 means numaccel is faster.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import demo
+
+CONTENDERS = ("numpy", "numexpr", "numba", "torch", "numaccel")
+LABELS = {"torch": "torch.compile"}
+MARK = "@@NUMACCEL_BENCH@@ "
+FIRST_CALL = "first_call"
+FIRST_CALL_WORKLOAD = "layernorm_f32"
+FIRST_CALL_PROGRAM = "softmax_layernorm_f32"
+
+
+class Unavailable(RuntimeError):
+    """A contender does not apply to a workload (or is not installed); the text says why."""
+
+
+# --------------------------------------------------------------------------------------------
+# the machine
+# --------------------------------------------------------------------------------------------
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, cores, library versions and the BLAS kernel in use.
+
+    Example::
+
+        machine_info()["blas"]   # e.g. [{'internal_api': 'openblas', 'architecture': ...}]
+    """
+    info: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(),
+                            "cores": os.cpu_count(), "cpu": platform.processor() or "?"}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import importlib.metadata as md
+    for pkg in ("numpy", "numba", "llvmlite", "numexpr", "torch", "ml_dtypes", "numaccel"):
+        try:
+            info[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            info[pkg] = None
+    try:
+        from threadpoolctl import threadpool_info
+        info["blas"] = [{k: p.get(k) for k in ("internal_api", "architecture", "num_threads",
+                                                "version")}
+                        for p in threadpool_info() if p.get("user_api") == "blas"]
+    except ImportError:
+        info["blas"] = "threadpoolctl not installed"
+    info["env"] = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+                                              "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
+                   if k in os.environ}
+    return info
+
+
+def format_machine(info: dict[str, Any]) -> str:
+    blas = info.get("blas")
+    if isinstance(blas, list):
+        blas = ", ".join(f"{b['internal_api']} {b.get('version')} ({b['architecture']}, "
+                         f"{b['num_threads']} threads)" for b in blas) or "none found"
+    libs = " ".join(f"{k} {info.get(k)}" for k in ("numpy", "numba", "llvmlite", "numexpr",
+                                                   "torch", "ml_dtypes", "numaccel"))
+    lines = [f"# machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}",
+             f"# {libs}", f"# BLAS: {blas}"]
+    if info.get("env"):
+        lines.append(f"# environment: {info['env']} (OPENBLAS_* settings slow NumPy's BLAS)")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# contenders
+# --------------------------------------------------------------------------------------------
+
+def default_compilers(numaccel_backend: str | None = None) -> dict[str, Callable]:
+    """Contender name -> ``workload -> callable``; raises Unavailable where one does not apply.
+
+    Example::
+
+        fns = default_compilers()
+        f = fns["numba"](WORKLOADS["chain_f32"])
+    """
+    def numexpr_(w):
+        if w.numexpr_fn is None:
+            from . import bench_workloads as bw
+            raise Unavailable("numexpr is not installed" if bw.ne is None
+                              else "no numexpr formulation (bf16 is not a numexpr type)")
+        return w.numexpr_fn
+
+    def numba_(w):
+        if w.numba_fn is None:
+            raise Unavailable("no hand-written Numba version")
+        return w.numba_fn
+
+    def numaccel_(w):
+        try:
+            import numaccel
+            accelerate = numaccel.accelerate
+        except (ImportError, AttributeError) as exc:
+            raise Unavailable(f"numaccel.accelerate is not available yet ({exc})") from exc
+        if numaccel_backend:
+            return accelerate(w.numpy_fn, backend=numaccel_backend)
+        return accelerate(w.numpy_fn)
+
+    def torch_(w):
+        try:
+            import torch
+        except ImportError as exc:
+            raise Unavailable("torch is not installed") from exc
+        return torch.compile(w.numpy_fn)
+
+    return {"numpy": lambda w: w.numpy_fn, "numexpr": numexpr_, "numba": numba_,
+            "torch": torch_, "numaccel": numaccel_}
+
+
+def _short(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first[:150]}"
+
+
+def measure(fn: Callable, args: tuple, ref: Any, w, repeat: int) -> dict[str, Any]:
+    """First call (timed alone), a correctness check, then ``repeat`` timed samples.
+
+    Tiny workloads time many calls per sample (at least ~2 ms) and report per-call times.
+    """
+    t0 = time.perf_counter()
+    out = demo.materialize(fn(*args))
+    first = (time.perf_counter() - t0) * 1e3
+    if not w.matches(out, ref):
+        g = np.asarray(out)
+        return {"status": "MISMATCH", "first_call_ms": first,
+                "reason": f"result {g.dtype}{g.shape} differs from NumPy's "
+                          f"(rtol={w.rtol}, atol={w.atol})"}
+    calls = 1
+    if w.tiny:  # calibrate so that timer resolution and loop overhead do not matter
+        t0 = time.perf_counter()
+        for _ in range(100):
+            fn(*args)
+        per = (time.perf_counter() - t0) / 100
+        calls = int(min(100_000, max(100, 2e-3 / max(per, 1e-9))))
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            demo.materialize(fn(*args))
+        samples.append((time.perf_counter() - t0) * 1e3 / calls)
+    return {"status": "ok", "first_call_ms": first, "median_ms": statistics.median(samples),
+            "samples_ms": samples, "calls_per_sample": calls}
+
+
+def run_in_process(name: str, w, args: tuple, ref: Any, factory: Callable,
+                   repeat: int) -> dict[str, Any]:
+    """Build one contender for one workload and measure it, turning failures into records."""
+    try:
+        fn = factory(w)
+    except Unavailable as exc:
+        return {"status": "n/a", "reason": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - a broken contender must not stop the bench
+        return {"status": "n/a", "reason": f"could not build: {_short(exc)}"}
+    try:
+        return measure(fn, args, ref, w, repeat)
+    except Exception as exc:  # noqa: BLE001
+        return {"status": "n/a", "reason": f"failed: {_short(exc)}"}
+
+
+def _run_worker_subprocess(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
+    """Run a bench worker; return its marked JSON record or an n/a record with the reason."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env or demo.child_env(), start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:  # torch's inductor starts compile workers: end the whole group
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        return {"status": "n/a", "reason": f"timeout after {timeout:g} s"}
+    for line in reversed(out.splitlines()):
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    tail = [ln for ln in err.strip().splitlines() if ln.strip()][-1:] or [""]
+    return {"status": "n/a", "reason": f"worker exited {proc.returncode}: {tail[0][:200]}"}
+
+
+def run_isolated(contender: str, name: str, quick: bool, repeat: int, timeout: float,
+                 numaccel_backend: str | None = None) -> dict[str, Any]:
+    """Measure one contender on one workload in a fresh process (used for torch.compile)."""
+    cmd = [sys.executable, "-m", "numaccel.bench", "--worker", contender, "--only", name,
+           "--repeat", str(repeat)] + (["--quick"] if quick else [])
+    if numaccel_backend:
+        cmd += ["--numaccel-backend", numaccel_backend]
+    return _run_worker_subprocess(cmd, timeout)
+
+
+# --------------------------------------------------------------------------------------------
+# first call and warm start, each in a new process
+# --------------------------------------------------------------------------------------------
+
+_FIRST_CALL_SNIPPET = r"""
+import json, sys, time
+import numpy as np
+contender, name, quick, corpus, backend, mark = sys.argv[1:7]
+t0 = time.perf_counter()
+if contender == "numaccel":
+    import numaccel
+    accelerate = numaccel.accelerate
+elif contender == "torch":
+    import torch
+elif contender == "numba":
+    import numba
+t1 = time.perf_counter()
+if corpus:
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("corpus_" + name, corpus + "/" + name + ".py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    src, args = mod.kernel, mod.init("S", 0)
+else:
+    from numaccel.bench_workloads import WORKLOADS
+    w = WORKLOADS[name]
+    src, args = w.numpy_fn, w.make_args(quick == "1")
+t2 = time.perf_counter()
+if contender == "numaccel":
+    fn = accelerate(src, backend=backend) if backend else accelerate(src)
+elif contender == "torch":
+    fn = torch.compile(src)
+elif contender == "numba":
+    fn = w.numba_fn
+else:
+    fn = src
+out = fn(*args)
+out = [np.asarray(o) for o in out] if isinstance(out, tuple) else np.asarray(out)
+t3 = time.perf_counter()
+print(mark + json.dumps({"status": "ok", "import_ms": (t1 - t0) * 1e3,
+                         "first_call_ms": (t3 - t2) * 1e3,
+                         "new_process_ms": (t1 - t0 + t3 - t2) * 1e3}))
+"""
+
+
+def first_call_rows(contenders: Sequence[str], quick: bool, corpus: Path | None,
+                    timeout: float, numaccel_backend: str | None = None) -> dict[str, dict]:
+    """Cold first call and warm start in new processes, per contender.
+
+    Rows: ``first_call[<workload>]`` and ``warm_start[<workload>]``, and the same for the
+    corpus program ``softmax_layernorm_f32`` when a corpus is found. ``first_call_ms`` is
+    accelerate/compile + the first call; ``new_process_ms`` adds the import of the library.
+    """
+    rows: dict[str, dict] = {}
+    targets = [(FIRST_CALL_WORKLOAD, "")]
+    if corpus is not None and (corpus / f"{FIRST_CALL_PROGRAM}.py").exists():
+        targets.append((FIRST_CALL_PROGRAM, str(corpus)))
+    for name, corpus_dir in targets:
+        label = f"corpus:{name}" if corpus_dir else name
+        cold, warm = rows.setdefault(f"first_call[{label}]", {}), rows.setdefault(
+            f"warm_start[{label}]", {})
+        for c in contenders:
+            if c == "numexpr" or (c == "numba" and corpus_dir):
+                cold[c] = warm[c] = {"status": "n/a", "reason": "nothing to compile"
+                                     if c == "numexpr" else "no Numba version of the program"}
+                continue
+            with tempfile.TemporaryDirectory(prefix="numaccel-bench-") as tmp:
+                env = demo.child_env()
+                env["NUMACCEL_CACHE_DIR"] = os.path.join(tmp, "numaccel")
+                env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
+                cmd = [sys.executable, "-c", _FIRST_CALL_SNIPPET, c, name,
+                       "1" if quick else "0", corpus_dir, numaccel_backend or "", MARK]
+                cold[c] = _run_worker_subprocess(cmd, timeout, env)
+                if c in ("numaccel", "torch") and cold[c]["status"] == "ok":
+                    warm[c] = _run_worker_subprocess(cmd, timeout, env)
+                else:
+                    warm[c] = {"status": "n/a", "reason": "no disk cache" if c in (
+                        "numpy", "numba") else cold[c].get("reason", "cold run failed")}
+            # cold: compile + first call (the "first call" target); warm: the whole new
+            # process after Python and NumPy, i.e. import of the library included
+            if cold[c].get("status") == "ok":
+                cold[c]["median_ms"] = cold[c]["first_call_ms"]
+            if warm[c].get("status") == "ok":
+                warm[c]["median_ms"] = warm[c]["new_process_ms"]
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# the whole run
+# --------------------------------------------------------------------------------------------
+
+def ratios(results: dict[str, dict]) -> dict[str, float | None]:
+    """contender median / numaccel median, for every contender with an ok time."""
+    na = results.get("numaccel", {})
+    base = na.get("median_ms") if na.get("status") == "ok" else None
+    return {c: (r["median_ms"] / base if base and r.get("status") == "ok" else None)
+            for c, r in results.items() if c != "numaccel"}
+
+
+def run_bench(names: Sequence[str], contenders: Sequence[str] = CONTENDERS, quick: bool = False,
+              repeat: int = 7, torch_timeout: float = 300.0,
+              compilers: dict[str, Callable] | None = None,
+              numaccel_backend: str | None = None, log: Callable[[str], None] = print
+              ) -> dict[str, dict]:
+    """Measure ``names`` (keys of WORKLOADS) with each contender; returns per-workload records.
+
+    ``compilers`` overrides the contender factories (stand-ins in tests). torch runs isolated
+    in a subprocess unless ``compilers`` supplies it.
+
+    Example::
+
+        res = run_bench(["chain_f32"], ["numpy", "numba"], quick=True, repeat=3)
+        res["chain_f32"]["results"]["numba"]["median_ms"]
+    """
+    from .bench_workloads import WORKLOADS
+    factories = dict(default_compilers(numaccel_backend))
+    factories.update(compilers or {})
+    out: dict[str, dict] = {}
+    for name in names:
+        w = WORKLOADS[name]
+        args = w.make_args(quick)
+        ref = demo.materialize(w.numpy_fn(*args))
+        results: dict[str, dict] = {}
+        for c in contenders:
+            if c == "torch" and not (compilers and "torch" in compilers):
+                results[c] = run_isolated("torch", name, quick, repeat, torch_timeout)
+            else:
+                results[c] = run_in_process(c, w, args, ref, factories[c], repeat)
+        out[name] = {"description": w.description, "tiny": w.tiny, "results": results,
+                     "ratios": ratios(results)}
+        log(f"# done {name}")
+    return out
+
+
+def _fmt_time(ms: float | None, tiny: bool = False) -> str:
+    if ms is None:
+        return "-"
+    if tiny or ms < 1.0:
+        return f"{ms * 1e3:.1f} us"
+    return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1e3:.2f} s"
+
+
+def format_table(rows: dict[str, dict], contenders: Sequence[str], title: str) -> str:
+    """Medians per contender, then numaccel's ratio against each; n/a reasons as notes."""
+    others = [c for c in contenders if c != "numaccel"]
+    head = ([f"{'workload':<40}"] + [f"{LABELS.get(c, c):>14}" for c in contenders]
+            + (["  numaccel vs: " + " ".join(f"{LABELS.get(c, c):>8}" for c in others)]
+               if "numaccel" in contenders else []))
+    lines, notes = [f"## {title}", "".join(head)], []
+    for name, row in rows.items():
+        res = row["results"]
+        cells = []
+        for c in contenders:
+            r = res.get(c, {"status": "n/a", "reason": "not run"})
+            if r.get("status") == "ok":
+                cells.append(f"{_fmt_time(r.get('median_ms'), row.get('tiny', False)):>14}")
+            else:
+                cells.append(f"{r.get('status', 'n/a'):>14}")
+                notes.append(f"  {name} / {LABELS.get(c, c)}: {r.get('status')}: "
+                             f"{r.get('reason', '')}")
+        line = f"{name:<40}" + "".join(cells)
+        if "numaccel" in contenders:
+            rat = row.get("ratios") or ratios(res)
+            line += "  " + " " * 13 + " ".join(
+                f"{'-' if rat.get(c) is None else f'{rat[c]:.2f}x':>8}" for c in others)
+        lines.append(line)
+    if notes:
+        lines += ["notes:"] + sorted(set(notes), key=notes.index)
+    return "\n".join(lines)
+
+
+def run_corpus(corpus: Path, size: str, repeat: int, timeout: float,
+               numaccel_backend: str | None = None, log: Callable[[str], None] = print
+               ) -> dict[str, Any]:
+    """Every corpus program with numaccel vs NumPy (demo's runner); geomean of the speedups."""
+    records = []
+    width = max(len(n) for n in demo.list_programs(corpus))
+    log(f"## corpus at size {size} (NumPy vs numaccel, median of {repeat} runs, ms)")
+    log(demo.format_header(width))
+    for name in demo.list_programs(corpus):
+        rec = demo.run_program_subprocess(corpus, name, size, "numaccel", numaccel_backend,
+                                          repeat, 0, timeout)
+        records.append(rec)
+        log(demo.format_row(rec, width) + (f"   {rec['detail']}" if rec["status"] != "ok"
+                                           else ""))
+    sp = {r["name"]: demo.speedup(r) for r in records}
+    slower = sorted(n for n, s in sp.items() if s is not None and s < 1.0)
+    g = demo.geomean([s for s in sp.values() if s])
+    log(demo.summary_line(records) + f"; slower than NumPy: {', '.join(slower) or 'none'}")
+    return {"size": size, "programs": records, "geomean_speedup": g, "slower_than_numpy": slower,
+            "failed": [r["name"] for r in records if r["status"] != "ok"]}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m numaccel.bench", description=__doc__.split(
+        "\n")[0])
+    ap.add_argument("--only", action="append", default=[],
+                    help=f"workloads, comma separated (also '{FIRST_CALL}')")
+    ap.add_argument("--contenders", default=",".join(CONTENDERS),
+                    help=f"comma separated subset of {','.join(CONTENDERS)}")
+    ap.add_argument("--repeat", type=int, default=None, help="timed samples (default 7, 3 quick)")
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    ap.add_argument("--corpus", nargs="?", const="", default=None, metavar="DIR",
+                    help="also run the corpus (default location as in the demo)")
+    ap.add_argument("--corpus-size", choices=["S", "M"], default="M")
+    ap.add_argument("--timeout", type=float, default=300.0,
+                    help="seconds per torch.compile workload / first-call process / corpus "
+                         "program")
+    ap.add_argument("--numaccel-backend", default=None, help="e.g. numpy (reference)")
+    ap.add_argument("--json", default=None, help="write all results to this file")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m numaccel.bench``; returns the exit status."""
+    from .bench_workloads import WORKLOADS
+    opts = build_parser().parse_args(argv)
+    repeat = max(1, opts.repeat or (3 if opts.quick else 7))
+    wanted = [n.strip() for item in opts.only for n in item.split(",") if n.strip()]
+    names = wanted or list(WORKLOADS) + [FIRST_CALL]
+    unknown = [n for n in names if n not in WORKLOADS and n != FIRST_CALL]
+    contenders = [c.strip() for c in opts.contenders.split(",") if c.strip()]
+    bad = [c for c in contenders if c not in CONTENDERS]
+    if unknown or bad:
+        print(f"unknown workload(s) {unknown} or contender(s) {bad}; workloads: "
+              f"{', '.join(WORKLOADS)}, {FIRST_CALL}; contenders: {', '.join(CONTENDERS)}",
+              file=sys.stderr)
+        return 2
+    if opts.worker:  # one contender, in-process, for the parent's subprocess
+        name = names[0]
+        w = WORKLOADS[name]
+        args = w.make_args(opts.quick)
+        ref = demo.materialize(w.numpy_fn(*args))
+        rec = run_in_process(opts.worker, w, args, ref,
+                             default_compilers(opts.numaccel_backend)[opts.worker], repeat)
+        print(MARK + json.dumps(rec))
+        return 0
+
+    info = machine_info()
+    print(format_machine(info), flush=True)
+    report: dict[str, Any] = {"machine": info, "options": {
+        "quick": opts.quick, "repeat": repeat, "contenders": contenders,
+        "numaccel_backend": opts.numaccel_backend, "argv": list(argv or sys.argv[1:])}}
+    log = lambda s: print(s, flush=True)  # noqa: E731
+    steady = [n for n in names if n != FIRST_CALL]
+    report["workloads"] = run_bench(steady, contenders, opts.quick, repeat, opts.timeout,
+                                    numaccel_backend=opts.numaccel_backend,
+                                    log=lambda s: None)
+    title = (f"steady state, median of {repeat} samples after a warm-up call "
+             f"({'quick sizes' if opts.quick else 'full sizes'})")
+    if steady:
+        log(format_table(report["workloads"], contenders, title))
+    corpus = None
+    if opts.corpus is not None or FIRST_CALL in names:
+        try:
+            corpus = demo.find_corpus(opts.corpus or None)
+        except demo.CorpusNotFoundError as exc:
+            log(f"# corpus: {exc}")
+    if FIRST_CALL in names:
+        rows = first_call_rows(contenders, opts.quick, corpus, opts.timeout,
+                               opts.numaccel_backend)
+        report["first_call"] = {k: {"results": v, "ratios": ratios(v)} for k, v in rows.items()}
+        log(format_table(report["first_call"], contenders,
+                         "first call in a new process: first_call = compile + first call "
+                         "(empty cache); warm_start = import + first call, warm disk cache"))
+    if opts.corpus is not None and corpus is not None:
+        report["corpus"] = run_corpus(corpus, opts.corpus_size, repeat, opts.timeout,
+                                      opts.numaccel_backend, log)
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(report, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
