@@ -1,0 +1,193 @@
+"""numaccel's vectorizable transcendental functions for Numba kernels (the index module).
+
+This llvmlite has no SVML, so ``np.exp``/``math.sin``/... inside a Numba loop become scalar
+libm calls and the loop stays scalar. The functions here are plain arithmetic (range
+reduction, fma polynomials, exponent bit tricks, table gathers) and ``inline="always"``, with
+every special case written as a select, so LLVM's loop vectorizer widens a loop calling them
+to zmm (AVX-512) or ymm code. None of them calls libm, on any path: large sin/cos/tan
+arguments are reduced by a branch-free Payne-Hanek (exponent-indexed table of 2/pi bits).
+
+Interface for generated code
+----------------------------
+* One function per (operation, dtype), named ``<base>_f32`` / ``<base>_f64``, importable
+  from this module: ``from numaccel.lower.mathlib import exp_f32``. Each takes and returns
+  scalars of exactly that float type (two arguments for ``arctan2``/``power``; ``powi_*``
+  takes ``(x, integer n)``). float16/bfloat16 callers compute in float32.
+* ``MATH_FUNCS[name][dtype_name]`` -> that function, e.g. ``MATH_FUNCS["exp"]["float32"]``;
+  ``name`` is the NumPy ufunc name (plus ``"sigmoid"`` and ``"powi"``).
+* ``SOURCE_NAMES[ufunc_name]`` -> the base attribute name; ``source_name("exp",
+  "float32") == "exp_f32"`` gives the full name to render into source.
+* Generic ``exp(x)``, ``sin(x)``, ... (same base names): Python functions that call NumPy
+  when called from Python and dispatch on the argument type inside Numba code (a
+  ``numba.extending.overload``); two-argument ones use float64 unless both are float32.
+* sqrt/abs/floor/ceil/min/max need nothing: LLVM vectorizes them natively.
+* Do not compile callers with ``fastmath`` flags ``nnan``/``ninf`` (or ``fastmath=True``):
+  the NaN/inf selects would be folded away. Plain ``fma`` contraction is fine.
+
+Accuracy
+--------
+Max error in ulp of the result type, measured by ``tests/test_mathlib.py`` against a wider
+reference (NumPy float64 for float32 inputs, NumPy long double for float64 inputs; erf
+against ``math.erf``) over dense random ranges, random bit patterns over the whole float
+range, and special values. NaN/inf/overflow/underflow/subnormals and the sign of zero follow
+NumPy. Error bounds checked by the tests (``MAX_ULP``):
+
+=========  =======  =======  ======================================================
+function   float32  float64  notes
+=========  =======  =======  ======================================================
+exp        1        1
+exp2       1        1
+expm1      2        2
+log        1        1
+log2       1        1
+log10      1        1
+log1p      2.5      2
+sin        1        1        whole range, no fallback (see below)
+cos        1        1        whole range, no fallback (see below)
+tan        1        2.5      whole range
+tanh       3        3
+sinh       2.5      2.5
+cosh       2        2
+sigmoid    3        3        1 / (1 + exp(-x)), e / (1 + e) for x < 0
+arctan     2.5      2.5
+arcsin     3.5      3.5      via arctan2(x, sqrt((1-x)(1+x)))
+arccos     3.5      3.5      via arctan2(sqrt((1-x)(1+x)), x)
+arctan2    3        3        all C99 special cases
+erf        1        2.5      float32 through float64; bound includes math.erf's error
+power      1        2        float32 through float64; C99 pow special cases
+cbrt       1        1        float32 through float64
+=========  =======  =======  ======================================================
+
+Known limits: float64 sin/cos/tan reduce with ~2^-100 absolute precision, so the few doubles
+lying within ~2^-55 of a multiple of pi/2 far above 2^60 (e.g. the classic worst case
+6381956970095103 * 2^797) get a few hundred ulp relative (absolute error still < 1e-30);
+NumPy's own cos is off by ~8 ulp there. ``powi`` uses binary powering (error grows like
+log2(n) ulp) and is meant for small integer exponents; constant small powers are best
+expanded into multiplications by the renderer.
+
+Example::
+
+    import numba, numpy as np
+    from numaccel.lower.mathlib import exp_f32, sin_f32
+
+    @numba.njit(parallel=True)
+    def fused(x, y, out):
+        for i in numba.prange(x.size):
+            out[i] = sin_f32(x[i]) * y[i] + exp_f32(-x[i]) * np.float32(0.5)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import types
+from numba.extending import overload
+
+from numaccel.lower.mathlib_atan import (
+    arccos_f32, arccos_f64, arcsin_f32, arcsin_f64, arctan2_f32, arctan2_f64, arctan_f32,
+    arctan_f64,
+)
+from numaccel.lower.mathlib_core import (
+    copysign, f32_as_i32, f64_as_i64, fma, i32_as_f32, i64_as_f64, rint,
+)
+from numaccel.lower.mathlib_exp_log import (
+    exp2_f32, exp2_f64, exp_f32, exp_f64, expm1_f32, expm1_f64, log1p_f32, log1p_f64,
+    log2_f32, log2_f64, log10_f32, log10_f64, log_f32, log_f64,
+)
+from numaccel.lower.mathlib_special import (
+    cbrt_f32, cbrt_f64, cosh_f32, cosh_f64, erf_f32, erf_f64, power_f32, power_f64, powi_f32,
+    powi_f64, sigmoid_f32, sigmoid_f64, sinh_f32, sinh_f64, tanh_f32, tanh_f64,
+)
+from numaccel.lower.mathlib_trig import cos_f32, cos_f64, sin_f32, sin_f64, tan_f32, tan_f64
+
+__all__ = ["MATH_FUNCS", "SOURCE_NAMES", "MAX_ULP", "source_name", "f64_as_i64", "i64_as_f64",
+           "f32_as_i32", "i32_as_f32", "fma", "rint", "copysign"]
+
+_UNARY = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+          "tanh", "sinh", "cosh", "sigmoid", "arctan", "arcsin", "arccos", "erf", "cbrt"]
+_BINARY = ["arctan2", "power"]
+
+#: NumPy ufunc name (or numaccel op name) -> base attribute name in this module.
+SOURCE_NAMES: dict[str, str] = {n: n for n in _UNARY + _BINARY + ["powi"]}
+SOURCE_NAMES.update({"float_power": "power", "expit": "sigmoid"})
+
+_SUFFIX = {"float32": "f32", "float64": "f64"}
+
+#: name -> dtype name -> Numba-inlinable scalar function.
+MATH_FUNCS: dict[str, dict[str, object]] = {
+    base: {dt: globals()[f"{base}_{sfx}"] for dt, sfx in _SUFFIX.items()}
+    for base in _UNARY + _BINARY + ["powi"]
+}
+
+#: Error bounds in ulp checked by the tests (the table in the module docstring).
+MAX_ULP: dict[str, dict[str, float]] = {
+    "exp": (1, 1), "exp2": (1, 1), "expm1": (2, 2), "log": (1, 1), "log2": (1, 1),
+    "log10": (1, 1), "log1p": (2.5, 2), "sin": (1, 1), "cos": (1, 1), "tan": (1, 2.5),
+    "tanh": (3, 3), "sinh": (2.5, 2.5), "cosh": (2, 2), "sigmoid": (3, 3),
+    "arctan": (2.5, 2.5), "arcsin": (3.5, 3.5), "arccos": (3.5, 3.5), "arctan2": (3, 3),
+    "erf": (1, 2.5), "power": (1, 2), "cbrt": (1, 1),
+}
+MAX_ULP = {k: {"float32": v[0], "float64": v[1]} for k, v in MAX_ULP.items()}
+
+
+def source_name(op: str, dtype) -> str:
+    """Attribute name to render for NumPy ufunc ``op`` on ``dtype`` (float32/float64).
+
+    >>> source_name("exp", "float32")
+    'exp_f32'
+    """
+    dt = np.dtype(dtype).name
+    if op not in SOURCE_NAMES:
+        raise NotImplementedError(
+            f"numaccel.lower.mathlib has no vectorizable {op!r}; supported: "
+            f"{sorted(SOURCE_NAMES)}. Call the NumPy ufunc outside the fused kernel instead.")
+    if dt not in _SUFFIX:
+        raise TypeError(
+            f"mathlib.{op} takes float32 or float64, got {dt}; compute float16/bfloat16 "
+            f"in float32 and integers in float64.")
+    return f"{SOURCE_NAMES[op]}_{_SUFFIX[dt]}"
+
+
+# ------------------------------------------------------------------ generic dispatchers
+_NUMPY_REF = {"sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+              "erf": np.vectorize(math.erf, otypes=[np.float64])}
+
+
+def _make_generic(base: str, nargs: int):
+    f32, f64 = MATH_FUNCS[base]["float32"], MATH_FUNCS[base]["float64"]
+    ref = _NUMPY_REF.get(base, getattr(np, base, None))
+
+    if nargs == 1:
+        def stub(x):
+            return ref(x)
+
+        @overload(stub, inline="always")
+        def _ov(x):
+            if x == types.float32:
+                return lambda x: f32(x)
+            if isinstance(x, (types.Float, types.Integer)):
+                return lambda x: f64(np.float64(x))
+            return None
+    else:
+        def stub(x, y):
+            return ref(x, y)
+
+        @overload(stub, inline="always")
+        def _ov(x, y):
+            if x == types.float32 and y == types.float32:
+                return lambda x, y: f32(x, y)
+            if all(isinstance(t, (types.Float, types.Integer)) for t in (x, y)):
+                return lambda x, y: f64(np.float64(x), np.float64(y))
+            return None
+
+    stub.__name__ = stub.__qualname__ = base
+    stub.__doc__ = (f"Generic {base}: dispatches to {base}_f32 / {base}_f64 in Numba code "
+                    f"(float64 for mixed or integer arguments).")
+    return stub
+
+
+for _b in _UNARY:
+    globals()[_b] = _make_generic(_b, 1)
+for _b in _BINARY:
+    globals()[_b] = _make_generic(_b, 2)
+del _b

@@ -1,0 +1,286 @@
+"""sin, cos, tan for float32 and float64 over the whole float range, vectorizable.
+
+Argument reduction is a branch-free Payne-Hanek by multiplication: a table indexed by the
+exponent of x holds the few bits of 2/pi that matter for x (those whose product with x is
+not a multiple of 4), split into doubles; products with x are exact (fma two-products for
+float64, 28-bit chunks for float32), so the quadrant and the reduced argument (as a
+double-double) are exact up to ~2^-100 for every finite x. LLVM turns the table loads into
+gathers, so there is no scalar fallback path at all. float32 runs the reduction and the
+polynomial in float64 (the result is then correctly rounded in practice).
+
+Example::
+
+    import numba, numpy as np
+    from numaccel.lower.mathlib_trig import sin_f64
+
+    @numba.njit
+    def f(a, out):
+        for i in range(a.size):
+            out[i] = sin_f64(a[i])
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from numaccel.lower.mathlib_core import (
+    div, f32_as_i32, f64_as_i64, fast_two_sum, fma, poly, rint, two_prod, two_sum,
+)
+
+_SIN_F64 = (-0.1666666666666663, 0.008333333333322115, -0.00019841269829586462,
+            2.755731362030847e-06, -2.5050747591811712e-08, 1.5896220082780417e-10)
+_COS_F64 = (0.041666666666666595, -0.0013888888888873051, 2.48015872888484e-05,
+            -2.755731417834981e-07, 2.087570071361853e-09, -1.135852986902814e-11)
+_SIN_F32 = (-0.1666665460451841, 0.008332160451828071, -0.00019515241429631376)
+_COS_F32 = (0.041666645675331494, -0.0013887315890049698, 2.4433115878795903e-05)
+
+
+def _two_over_pi_bits(nbits: int) -> int:
+    """floor(2/pi * 2**nbits), exactly, by Machin's formula in integer arithmetic."""
+    guard = 64
+    prec = nbits + guard
+
+    def atan_inv(n: int) -> int:   # atan(1/n) * 2**prec
+        total, term, k, n2 = 0, (1 << prec) // n, 1, n * n
+        sign = 1
+        while term:
+            total += sign * (term // k)
+            term //= n2
+            k += 2
+            sign = -sign
+        return total
+
+    pi = 16 * atan_inv(5) - 4 * atan_inv(239)      # pi * 2**prec (error < 2**-guard/2)
+    return (1 << (nbits + 1 + prec)) // pi
+
+
+_NB = 1400
+_TOPI = _two_over_pi_bits(_NB)     # bit j of 2/pi (weight 2^-j) is bit (_NB - j) here
+
+
+def _window(j0: int, nbits: int, sc: int = 0) -> float:
+    """2^sc times the bits of 2/pi with weights 2^-j0 ... 2^-(j0+nbits-1), exactly."""
+    shift = _NB - (j0 + nbits - 1)
+    chunk = (_TOPI >> shift) & ((1 << nbits) - 1)
+    return float(chunk) * 2.0 ** (sc - (j0 + nbits - 1))
+
+
+def _table_f64() -> np.ndarray:
+    # row eb (biased exponent of x): 4 doubles of 2/pi starting where x * bit stops being a
+    # multiple of 4; for eb > 1200 the row is scaled by 2^256 (x is scaled by 2^-256)
+    tab = np.zeros((2048, 4))
+    for eb in range(2048):
+        e = eb - 1075
+        j0 = max(1, e - 1)
+        sc = 256 if eb > 1200 else 0
+        for i in range(4):
+            tab[eb, i] = _window(j0 + 53 * i, 53, sc)
+    return tab.reshape(-1)
+
+
+def _table_f32() -> np.ndarray:
+    # 28 + 28 + 53 bits: x (24 bits) times a 28-bit chunk is exact in float64
+    tab = np.zeros((256, 3))
+    for eb in range(256):
+        j0 = max(1, eb - 150 - 1)
+        tab[eb, 0] = _window(j0, 28)
+        tab[eb, 1] = _window(j0 + 28, 28)
+        tab[eb, 2] = _window(j0 + 56, 53)
+    return tab.reshape(-1)
+
+
+_TAB64 = _table_f64()
+_TAB32 = _table_f32()
+
+_PIO2_HI = 1.5707963267948966
+_PIO2_LO = 6.123233995736766e-17
+_PIO4 = 0.7853981633974483
+
+_s64 = tuple(np.float64(c) for c in _SIN_F64)
+_c64 = tuple(np.float64(c) for c in _COS_F64)
+_s32 = tuple(np.float64(c) for c in _SIN_F32)
+_c32 = tuple(np.float64(c) for c in _COS_F32)
+_ONE, _HALF, _ZERO, _QUARTER, _FOUR = (np.float64(1.0), np.float64(0.5), np.float64(0.0),
+                                       np.float64(0.25), np.float64(4.0))
+_DOWN = np.float64(2.0 ** -256)
+_NAN64 = np.float64(np.nan)
+_NAN32 = np.float32(np.nan)
+_I52 = np.int64(52)
+_I23 = np.int64(23)
+_M11 = np.int64(0x7FF)
+_M8 = np.int64(0xFF)
+
+
+@numba.njit(inline="always")
+def _mod4(n):
+    return n - _FOUR * np.floor(n * _QUARTER)
+
+
+@numba.njit(inline="always")
+def reduce_f64(x):
+    """|x| > pi/4, finite -> (q, hi, lo): x = (q + (hi + lo)/(pi/2)) * pi/2, q in 0..3.
+
+    Exact products (fma) accumulated as a double-double, whole multiples of 4 dropped.
+    """
+    ax = abs(x)
+    eb = (f64_as_i64(ax) >> _I52) & _M11
+    base = eb * 4
+    xs = ax * _DOWN if eb > 1200 else ax
+    p0h, p0l = two_prod(xs, _TAB64[base])
+    p1h, p1l = two_prod(xs, _TAB64[base + 1])
+    p2 = fma(xs, _TAB64[base + 2], xs * _TAB64[base + 3])
+    n = rint(p0h)
+    hi = p0h - n
+    q = _mod4(n)
+    n = rint(p0l)
+    q = q + n
+    hi, lo = two_sum(hi, p0l - n)
+    hi, lo2 = two_sum(hi, p1h)
+    n = rint(hi)
+    hi = hi - n
+    q = q + n
+    lo = lo + (lo2 + (p1l + p2))
+    hi, lo = fast_two_sum(hi, lo)
+    n = rint(hi)
+    hi = hi - n
+    q = q + n
+    hi, lo = fast_two_sum(hi, lo)
+    # fraction of a quadrant -> radians, as a double-double
+    rh, rl = two_prod(hi, _PIO2_HI)
+    rl = rl + fma(hi, _PIO2_LO, lo * _PIO2_HI)
+    rh, rl = fast_two_sum(rh, rl)
+    neg = x < _ZERO
+    q = _mod4(-q if neg else q)
+    return q, (-rh if neg else rh), (-rl if neg else rl)
+
+
+@numba.njit(inline="always")
+def _sin_k64(x, y):
+    z = x * x
+    v = z * x
+    return x + fma(y, _ONE - _HALF * z, v * poly(z, _s64))
+
+
+@numba.njit(inline="always")
+def _cos_k64(x, y):
+    z = x * x
+    hz = _HALF * z
+    w = _ONE - hz
+    return w + (((_ONE - w) - hz) + fma(z * z, poly(z, _c64), -x * y))
+
+
+@numba.njit(inline="always")
+def _arg64(x):
+    small = abs(x) <= _PIO4
+    xr = _ZERO if small else x
+    q, hi, lo = reduce_f64(xr)
+    q = _ZERO if small else q
+    hi = x if small else hi
+    lo = _ZERO if small else lo
+    return np.int64(q), hi, lo
+
+
+@numba.njit(inline="always")
+def sin_f64(x):
+    q, hi, lo = _arg64(x)
+    s = _sin_k64(hi, lo)
+    c = _cos_k64(hi, lo)
+    r = c if q & 1 else s
+    r = -r if q & 2 else r
+    r = x if x == _ZERO else r           # keeps -0
+    return r if abs(x) < np.inf else _NAN64
+
+
+@numba.njit(inline="always")
+def cos_f64(x):
+    q, hi, lo = _arg64(x)
+    s = _sin_k64(hi, lo)
+    c = _cos_k64(hi, lo)
+    r = s if q & 1 else c
+    r = -r if (q + 1) & 2 else r
+    return r if abs(x) < np.inf else _NAN64
+
+
+@numba.njit(inline="always")
+def tan_f64(x):
+    q, hi, lo = _arg64(x)
+    s = _sin_k64(hi, lo)
+    c = _cos_k64(hi, lo)
+    r = div(-c, s) if q & 1 else div(s, c)
+    r = x if x == _ZERO else r
+    return r if abs(x) < np.inf else _NAN64
+
+
+@numba.njit(inline="always")
+def reduce_f32(x):
+    """float32 x with |x| > pi/4, finite -> (q, r) in float64, r = x - q pi/2 (mod 2 pi)."""
+    ax = np.float64(abs(x))
+    eb = (np.int64(f32_as_i32(abs(x))) >> _I23) & _M8
+    base = eb * 3
+    p0 = ax * _TAB32[base]           # exact: 24-bit x times 28-bit chunk
+    p1 = ax * _TAB32[base + 1]       # exact
+    p2 = ax * _TAB32[base + 2]
+    n = rint(p0)
+    q = _mod4(n)
+    hi, lo = two_sum(p0 - n, p1)
+    lo = lo + p2
+    hi, lo = fast_two_sum(hi, lo)
+    n = rint(hi)
+    q = q + n
+    r = ((hi - n) + lo) * _PIO2_HI
+    neg = x < np.float32(0)
+    q = _mod4(-q if neg else q)
+    return q, (-r if neg else r)
+
+
+@numba.njit(inline="always")
+def _arg32(x):
+    small = abs(x) <= np.float32(_PIO4)
+    xr = np.float32(0) if small else x
+    q, r = reduce_f32(xr)
+    q = _ZERO if small else q
+    r = np.float64(x) if small else r
+    return np.int64(q), r
+
+
+@numba.njit(inline="always")
+def _sin_k32(r):
+    z = r * r
+    return fma(z * r, poly(z, _s32), r)
+
+
+@numba.njit(inline="always")
+def _cos_k32(r):
+    z = r * r
+    return fma(z * z, poly(z, _c32), _ONE - _HALF * z)
+
+
+@numba.njit(inline="always")
+def sin_f32(x):
+    q, r = _arg32(x)
+    s = _sin_k32(r)
+    c = _cos_k32(r)
+    v = c if q & 1 else s
+    v = -v if q & 2 else v
+    v = np.float64(x) if x == np.float32(0) else v
+    return np.float32(v) if abs(x) < np.float32(np.inf) else _NAN32
+
+
+@numba.njit(inline="always")
+def cos_f32(x):
+    q, r = _arg32(x)
+    s = _sin_k32(r)
+    c = _cos_k32(r)
+    v = s if q & 1 else c
+    v = -v if (q + 1) & 2 else v
+    return np.float32(v) if abs(x) < np.float32(np.inf) else _NAN32
+
+
+@numba.njit(inline="always")
+def tan_f32(x):
+    q, r = _arg32(x)
+    s = _sin_k32(r)
+    c = _cos_k32(r)
+    v = div(-c, s) if q & 1 else div(s, c)
+    v = np.float64(x) if x == np.float32(0) else v
+    return np.float32(v) if abs(x) < np.float32(np.inf) else _NAN32
