@@ -427,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--corpus", nargs="?", const="", default=None, metavar="DIR",
                     help="also run the corpus (default location as in the demo)")
     ap.add_argument("--corpus-size", choices=["S", "M"], default="M")
-    ap.add_argument("--timeout", type=float, default=300.0,
+    ap.add_argument("--timeout", type=float, default=180.0,
                     help="seconds per torch.compile workload / first-call process / corpus "
                          "program")
     ap.add_argument("--numaccel-backend", default=None, help="e.g. numpy (reference)")

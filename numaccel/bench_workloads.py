@@ -173,10 +173,10 @@ def softmax_bf16_numpy(x):
 
 
 @numba.njit(parallel=True, fastmath=True)
-def _softmax_rows_bf16(xb, outb):
+def _softmax_rows_bf16(xb, outb, scratch):
     n, m = xb.shape
     for i in numba.prange(n):
-        row = np.empty(m, np.float32)
+        row = scratch[numba.get_thread_id()]  # one float32 row per thread, no allocation
         mx = bf16_to_f32(xb[i, 0])
         for j in range(m):
             row[j] = bf16_to_f32(xb[i, j])
@@ -193,7 +193,10 @@ def _softmax_rows_bf16(xb, outb):
 def softmax_bf16_numba(x):
     xb = np.ascontiguousarray(x).view(np.uint16).reshape(-1, x.shape[-1])
     out = np.empty_like(xb)
-    _softmax_rows_bf16(xb, out)
+    # scratch comes from NumPy: np.empty inside the kernel would also do, but numaccel's
+    # tracer replaces numpy.empty process-wide and Numba cannot type the replacement
+    scratch = np.empty((numba.config.NUMBA_NUM_THREADS, xb.shape[1]), np.float32)
+    _softmax_rows_bf16(xb, out, scratch)
     return out.view(BF16).reshape(x.shape)
 
 
