@@ -223,3 +223,207 @@ def test_to_cutlass_float32_is_1_2_and_pads_rows():
     assert v.shape == (64, 16) and m.shape == (64, 2)
     np.testing.assert_array_equal(m, tm)
     np.testing.assert_array_equal(v.astype(np.float32), tv)
+
+
+# ---------------------------------------------------------------------------------------
+# products
+
+
+def _ref_and_scale(x, w, bias=None):
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    ref = x64 @ w64.T
+    if bias is not None:
+        ref = ref + bias.astype(np.float64)
+    return ref, np.abs(x64) @ np.abs(w64).T
+
+
+def check_close(y, ref, scale, out_dtype):
+    assert y.dtype == out_dtype and y.shape == ref.shape
+    # float32 accumulation (K terms) + one rounding to the output dtype
+    tol = RTOL[np.dtype(out_dtype)] * np.abs(ref) + 1e-5 * scale + 1e-30
+    err = np.abs(y.astype(np.float64) - ref)
+    assert (err <= tol).all(), f"max err {err.max()} (tol {tol.flat[np.argmax(err - tol)]})"
+
+
+KERNELS = ["expand", "tiled", "dense", "auto"]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("lead", [(), (1,), (3,), (2, 5), (2, 1, 3), (9,), (0,), (3, 0)])
+def test_linear_matches_dense_for_leading_dims(kernel, dtype, lead):
+    from numaccel.sparse import linear
+    rng = np.random.default_rng(len(lead) * 7 + sum(lead))
+    m, k = 37, 70                     # odd sizes: K not a multiple of 4 or 16
+    w = rand_24(rng, m, k, dtype)
+    s = to_sparse_semi_structured(w)
+    x = rng.standard_normal(lead + (k,)).astype(dtype)
+    bias = rng.standard_normal(m).astype(dtype)
+    ref, scale = _ref_and_scale(x, w, bias)
+    check_close(linear(x, s, bias, kernel=kernel), ref, scale, dtype)
+    ref0, scale0 = _ref_and_scale(x, w)
+    check_close(linear(x, s, kernel=kernel), ref0, scale0, dtype)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("shape", [(1, 1), (1, 16), (5, 7), (16, 33), (64, 130)])
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 11, 130])
+def test_linear_odd_sizes_float32(kernel, shape, n):
+    from numaccel.sparse import linear
+    rng = np.random.default_rng(n + shape[0])
+    w = rand_24(rng, *shape, np.float32, density=0.7)
+    x = rng.standard_normal((n, shape[1])).astype(np.float32)
+    ref, scale = _ref_and_scale(x, w)
+    check_close(linear(x, to_sparse_semi_structured(w), kernel=kernel), ref, scale,
+                np.float32)
+
+
+@pytest.mark.parametrize("wdt,xdt,out", [(BF16, np.float32, np.float32),
+                                         (np.float16, np.float32, np.float32),
+                                         (BF16, np.float16, np.float32),
+                                         (np.float32, BF16, np.float32)], ids=str)
+def test_mixed_dtypes_promote(wdt, xdt, out):
+    from numaccel.sparse import linear
+    rng = np.random.default_rng(3)
+    w = rand_24(rng, 12, 48, np.dtype(wdt))
+    x = rng.standard_normal((4, 48)).astype(xdt)
+    y = linear(x, to_sparse_semi_structured(w))
+    ref, scale = _ref_and_scale(x, w)
+    check_close(y, ref, scale, np.dtype(out))
+
+
+def test_matmul_operator_and_views():
+    rng = np.random.default_rng(4)
+    w = rand_24(rng, 20, 64, np.float32)
+    s = to_sparse_semi_structured(w)
+    base = rng.standard_normal((6, 128)).astype(np.float32)
+    for x in (base[:, ::2], np.asfortranarray(base[:, :64]), base[::2, 64:],
+              base[:, :64].reshape(2, 3, 64)):
+        ref, scale = _ref_and_scale(x, w)
+        check_close(x @ s.T, ref, scale, np.float32)
+    check_close(base[0, :64] @ s.T, *_ref_and_scale(base[0, :64], w), np.float32)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_nan_inf_in_weight_propagate(kernel):
+    from numaccel.sparse import linear
+    rng = np.random.default_rng(6)
+    w = rand_24(rng, 6, 32, np.float32)
+    w[1, 0:4] = [np.nan, 0, 0, 0]
+    w[3, 4:8] = [0, 0, np.inf, 0]
+    x = np.abs(rng.standard_normal((3, 32)).astype(np.float32)) + 0.5
+    y = linear(x, to_sparse_semi_structured(w), kernel=kernel)
+    assert np.isnan(y[:, 1]).all() and np.isposinf(y[:, 3]).all()
+    ok = np.ones(6, bool)
+    ok[[1, 3]] = False
+    assert np.isfinite(y[:, ok]).all()
+
+
+def test_linear_errors():
+    from numaccel.sparse import linear
+    s = to_sparse_semi_structured(np.zeros((4, 16), np.float32))
+    with pytest.raises(ValueError, match=r"in_features = 16"):
+        linear(np.ones((2, 15), np.float32), s)
+    with pytest.raises(ValueError, match=r"bias must have shape \(4,\)"):
+        linear(np.ones((2, 16), np.float32), s, np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="float32, float16 and bfloat16 inputs"):
+        linear(np.ones((2, 16), np.int64), s)
+    with pytest.raises(TypeError, match="SparseSemiStructuredArray"):
+        linear(np.ones((2, 16), np.float32), np.zeros((4, 16), np.float32))
+    with pytest.raises(ValueError, match="unknown kernel"):
+        linear(np.ones((2, 16), np.float32), s, kernel="magic")
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 40), k=st.integers(1, 80), n=st.integers(0, 20),
+       kernel=st.sampled_from(KERNELS), seed=st.integers(0, 2**16))
+def test_linear_property(m, k, n, kernel, seed):
+    from numaccel.sparse import linear
+    rng = np.random.default_rng(seed)
+    w = rand_24(rng, m, k, np.float32, density=0.8)
+    x = rng.standard_normal((n, k)).astype(np.float32)
+    ref, scale = _ref_and_scale(x, w)
+    check_close(linear(x, to_sparse_semi_structured(w), kernel=kernel), ref, scale,
+                np.float32)
+
+
+# ---------------------------------------------------------------------------------------
+# dispatch
+
+
+def _table(best):
+    return {"entries": [{"dtype": "float32", "m": 4096, "k": 4096, "best": best}]}
+
+
+def test_dispatch_follows_table():
+    from numaccel.sparse import dispatch
+    t = _table({"1": "expand", "4": "expand", "16": "tiled", "64": "dense"})
+    assert [dispatch.choose(n, 4096, 4096, np.float32, table=t)
+            for n in (1, 3, 4, 15, 16, 63, 64, 1000)] == \
+        ["expand", "expand", "expand", "expand", "tiled", "dense", "dense", "dense"]
+    # nearest layer by size; bf16 falls back to the float32 entry when not measured
+    assert dispatch.choose(2, 1024, 1024, BF16, table=t) == "expand"
+    # above the largest batch at which sparse was measured to win: dense (not measured)
+    t2 = _table({"1": "expand", "8": "dense", "32": "tiled", "128": "dense"})
+    assert [dispatch.choose(n, 4096, 4096, "float32", table=t2)
+            for n in (8, 31, 32, 40, 200)] == ["dense", "dense", "tiled", "dense", "dense"]
+    assert dispatch.choose(5, 64, 64, "float32", table={"entries": []}) == "dense"
+
+
+def test_auto_uses_dispatch_and_dense_cache():
+    from numaccel.sparse import dispatch, linear
+    rng = np.random.default_rng(7)
+    w = rand_24(rng, 16, 32, BF16)
+    s = to_sparse_semi_structured(w)
+    x = rng.standard_normal((3, 32)).astype(np.float32)
+    try:
+        dispatch.set_table({"entries": [{"dtype": "bfloat16", "m": 16, "k": 32,
+                                         "best": {"1": "dense"}}]})
+        y = linear(x, s)
+        assert s.dense_cache_nbytes == 16 * 32 * 4    # the BLAS path ran
+        dispatch.set_table({"entries": [{"dtype": "bfloat16", "m": 16, "k": 32,
+                                         "best": {"1": "tiled", "8": "tiled"}}]})
+        s.release_dense_cache()
+        y2 = linear(x, s)
+        assert s.dense_cache_nbytes == 0
+    finally:
+        dispatch.set_table(None)
+    ref, scale = _ref_and_scale(x, w)
+    check_close(y, ref, scale, np.float32)
+    check_close(y2, ref, scale, np.float32)
+
+
+# ---------------------------------------------------------------------------------------
+# the linear_24 op
+
+
+def test_linear_24_op_ref_infer_decompose_and_kernel():
+    import numaccel.ops.sparse24  # noqa: F401  (registers the op)
+    from numaccel.backends import find_kernel
+    from numaccel.ir import AVal
+    from numaccel.ops import get_op
+    op = get_op("linear_24")
+    rng = np.random.default_rng(8)
+    for dtype in DTYPES:
+        w = rand_24(rng, 9, 35, dtype)
+        s = to_sparse_semi_structured(w)
+        x = rng.standard_normal((2, 4, 35)).astype(dtype)
+        b = rng.standard_normal(9).astype(dtype)
+        ref, scale = _ref_and_scale(x, w, b)
+        y = op.ref(x, s.values, s.meta, b, shape=s.shape)
+        check_close(y, ref, scale, dtype)
+        np.testing.assert_array_equal(op.decompose(x, s.values, s.meta, b, shape=s.shape), y)
+        av = op.infer([AVal(a.shape, a.dtype) for a in (x, s.values, s.meta, b)],
+                      shape=s.shape)
+        assert av == AVal((2, 4, 9), dtype)
+        k = find_kernel("linear_24", "cpu", x, s.values, s.meta, b, shape=s.shape)
+        assert k is not None and k.name == "sparse24_cpu"
+        check_close(k.fn(x, s.values, s.meta, b, shape=s.shape), ref, scale, dtype)
+    assert find_kernel("linear_24", "cpu", np.ones((2, 35), np.float64), s.values, s.meta,
+                       shape=s.shape) is None
+    with pytest.raises(ValueError, match="in_features=35"):
+        op.infer([AVal((2, 34), np.float32), AVal(s.values.shape, s.values.dtype),
+                  AVal(s.meta.shape, np.uint16)], shape=s.shape)
+    with pytest.raises(ValueError, match="needs values"):
+        op.infer([AVal((2, 35), np.float32), AVal((9, 8), np.float32),
+                  AVal(s.meta.shape, np.uint16)], shape=s.shape)

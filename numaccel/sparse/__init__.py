@@ -17,6 +17,8 @@ Layout: docs/sparse24_layout.md. Dispatch between the sparse kernels and dense B
 """
 from __future__ import annotations
 
+from . import dispatch  # noqa: F401
+from .products import linear  # noqa: F401  (the kernels and Numba load on first product)
 from .semi_structured import (  # noqa: F401
     SparseSemiStructuredArray,
     SparsityPatternError,
@@ -27,13 +29,3 @@ from .semi_structured import (  # noqa: F401
 __all__ = ["SparseSemiStructuredArray", "SparsityPatternError", "prune_2_4",
            "to_sparse_semi_structured", "linear"]
 
-
-def __getattr__(name):
-    # the kernels (and Numba) load on first product, not on import
-    if name == "linear":
-        from .linear import linear
-        return linear
-    if name == "dispatch":
-        import importlib
-        return importlib.import_module(".dispatch", __name__)
-    raise AttributeError(f"module 'numaccel.sparse' has no attribute {name!r}")

@@ -399,7 +399,7 @@ class _TransposedSparse:
         return self.base.to_dense().T
 
     def __rmatmul__(self, x):
-        from .linear import linear
+        from .products import linear
         return linear(x, self.base)
 
     def __matmul__(self, other):

@@ -1,0 +1,170 @@
+"""Data-driven choice between the 2:4 kernels and dense BLAS for ``y = x @ W.T``.
+
+The sparse kernels win where the product is memory-bound (few rows of x: half the weight
+bytes to stream) and lose to BLAS where it is compute-bound (many rows). Where the
+crossover lies depends on the machine, the dtype and the layer size, so it is *measured*:
+
+- ``calibrate()`` times, for each (dtype, layer shape, batch), the dense product
+  ``x @ W.T`` (NumPy/BLAS, float32, on the same pruned weight) and each sparse kernel
+  (``expand``, ``tiled``), interleaving the runs and taking medians, and records the
+  fastest path per batch size.
+- ``scripts/bench_sparse24.py --calibrate`` runs it and writes the result to
+  ``numaccel/sparse/_dispatch_table.py`` (a plain dict literal, so it ships as code).
+  ``NUMACCEL_SPARSE24_TABLE=/path/table.json`` points at a table of one's own
+  (``save_table``/``calibrate(path=...)``), e.g. for a different CPU.
+- ``choose(n, m, k, dtype)`` looks up the calibrated layer nearest in size (log of
+  ``m * k``, same dtype when measured) and returns the path measured fastest at the
+  largest measured batch not above ``n``; above the largest batch at which a sparse path
+  won, it is always dense.
+
+Example::
+
+    >>> from numaccel.sparse import dispatch
+    >>> dispatch.choose(1, 4096, 4096, "float32") in ("expand", "tiled", "dense")
+    True
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Iterable, Optional
+
+import numpy as np
+
+PATHS = ("expand", "tiled", "dense")
+_TABLE: Optional[dict] = None
+
+
+def _dtype_name(dtype) -> str:
+    return str(np.dtype(dtype))
+
+
+def load_table() -> dict:
+    """The dispatch table in use (env ``NUMACCEL_SPARSE24_TABLE``, else the shipped one)."""
+    global _TABLE
+    if _TABLE is None:
+        path = os.environ.get("NUMACCEL_SPARSE24_TABLE")
+        if path:
+            with open(path) as f:
+                _TABLE = json.load(f)
+        else:
+            from ._dispatch_table import TABLE
+            _TABLE = TABLE
+    return _TABLE
+
+
+def set_table(table: Optional[dict]) -> None:
+    """Use ``table`` from now on (``None``: reload the default on next use)."""
+    global _TABLE
+    _TABLE = table
+
+
+def save_table(table: dict, path: str) -> None:
+    """Write ``table`` as JSON (for ``NUMACCEL_SPARSE24_TABLE``)."""
+    with open(path, "w") as f:
+        json.dump(table, f, indent=1)
+
+
+def choose(n: int, m: int, k: int, dtype, table: Optional[dict] = None) -> str:
+    """``"expand"``, ``"tiled"`` or ``"dense"`` for ``x (n, k) @ W.T`` with W ``(m, k)``.
+
+    Example::
+
+        >>> choose(512, 4096, 4096, "float32", table={"entries": []})   # no data: dense
+        'dense'
+    """
+    table = load_table() if table is None else table
+    entries = table.get("entries", [])
+    name = _dtype_name(dtype)
+    same = [e for e in entries if e["dtype"] == name] or \
+        [e for e in entries if e["dtype"] == "float32"]
+    if not same or m * k == 0:
+        # never measured: the expand kernel for a single row is memory-bound everywhere
+        return "expand" if n <= 1 else "dense"
+    size = math.log(max(m * k, 1))
+    e = min(same, key=lambda e: abs(math.log(e["m"] * e["k"]) - size))
+    best = e["best"]                         # {batch (str): path}
+    batches = sorted(int(b) for b in best)
+    sparse_batches = [b for b in batches if best[str(b)] != "dense"]
+    if not sparse_batches or n > max(sparse_batches):
+        return "dense"
+    below = [b for b in batches if b <= n]
+    b = below[-1] if below else batches[0]
+    return best[str(b)]
+
+
+def _median_times(fns: dict, repeats: int) -> dict:
+    for f in fns.values():   # warm up (compile, fill caches and the dense cache)
+        f()
+    times = {key: [] for key in fns}
+    for _ in range(repeats):          # interleaved, so load changes hit all paths alike
+        for key, f in fns.items():
+            t = time.perf_counter()
+            f()
+            times[key].append(time.perf_counter() - t)
+    return {key: float(np.median(v)) for key, v in times.items()}
+
+
+def calibrate(shapes: Iterable[tuple] = ((4096, 4096), (4096, 11008)),
+              dtypes: Iterable = ("float32", "bfloat16"),
+              batches: Iterable[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+              repeats: int = 7, path: Optional[str] = None, verbose: bool = False) -> dict:
+    """Measure the fastest path per (dtype, shape, batch); return (and optionally save)
+    the table. Takes minutes for the default shapes; run it on a quiet machine.
+
+    Example::
+
+        table = calibrate(shapes=[(1024, 1024)], batches=[1, 64], repeats=3)
+    """
+    import ml_dtypes
+
+    from numaccel.kernels_cpu import sparse24 as kern
+    from numaccel.kernels_cpu.bf16 import bf16_to_float32  # noqa: F401 (warm import)
+    from .semi_structured import prune_2_4, to_sparse_semi_structured
+
+    rng = np.random.default_rng(0)
+    entries = []
+    for dt_name in dtypes:
+        dt = np.dtype(ml_dtypes.bfloat16) if dt_name == "bfloat16" else np.dtype(dt_name)
+        for (m, k) in shapes:
+            w = prune_2_4(rng.standard_normal((m, k), np.float32).astype(dt))
+            s = to_sparse_semi_structured(w)
+            wd = w.astype(np.float32)
+            best, timings = {}, {}
+            for n in batches:
+                x = rng.standard_normal((n, k), np.float32)
+                fns = {"dense": lambda: x @ wd.T}
+                for kname in kern.KERNELS:
+                    if kname == "expand" and not kern.HAVE_EXPAND:
+                        continue
+                    fns[kname] = (lambda kname=kname:
+                                  kern.linear(x, s.values, s.meta, s.shape, kname))
+                t = _median_times(fns, repeats)
+                best[str(n)] = min(t, key=t.get)
+                timings[str(n)] = {key: round(v * 1e3, 4) for key, v in t.items()}
+                if verbose:
+                    print(dt_name, (m, k), n, timings[str(n)], "->", best[str(n)], flush=True)
+            entries.append({"dtype": dt_name, "m": m, "k": k, "best": best,
+                            "ms": timings})
+    table = {"machine": _machine(), "repeats": repeats, "entries": entries}
+    if path:
+        save_table(table, path)
+    return table
+
+
+def _machine() -> dict:
+    import platform
+
+    import llvmlite.binding as llvm
+    try:
+        from threadpoolctl import threadpool_info
+        blas = [(i.get("internal_api"), i.get("architecture"), i.get("num_threads"))
+                for i in threadpool_info() if i.get("user_api") == "blas"]
+    except ImportError:   # threadpoolctl is in the test/bench extras only
+        blas = []
+    import numba
+    return {"cpu": llvm.get_host_cpu_name(), "cores": os.cpu_count(),
+            "numba_threads": numba.get_num_threads(), "machine": platform.machine(),
+            "blas": blas}
