@@ -28,21 +28,13 @@ from __future__ import annotations
 
 import importlib.util
 
-_API = {
-    "elementwise": "elementwise", "ElementwiseKernel": "elementwise", "copy": "elementwise",
-    "render_source": "elementwise",
-    "reduce_sum": "reduce", "reduce_max": "reduce", "reduce_min": "reduce",
-    "reduce_argmax": "reduce", "reduce_argmin": "reduce", "softmax": "reduce",
-    "layer_norm": "reduce",
-    "matmul": "matmul", "last_dispatch": "matmul", "ACTIVATIONS": "matmul",
-    "scaled_dot_product_attention": "sdpa", "scaled_dot_product_attention_with_lse": "sdpa",
-    "scaled_dot_product_attention_backward": "sdpa",
-    "sparse24_linear": "sparse24", "Sparse24Device": "sparse24",
-    "Bf16Device": "_runtime", "device_info": "_runtime",
-    "build_check": "build",
-}
-
-__all__ = sorted(_API) + ["is_available"]
+__all__ = [
+    "ACTIVATIONS", "Bf16Device", "ElementwiseKernel", "Sparse24Device", "build_check", "copy",
+    "device_info", "elementwise", "is_available", "last_dispatch", "layer_norm", "matmul",
+    "reduce_argmax", "reduce_argmin", "reduce_max", "reduce_min", "reduce_sum",
+    "render_source", "scaled_dot_product_attention", "scaled_dot_product_attention_backward",
+    "scaled_dot_product_attention_with_lse", "softmax", "sparse24_linear",
+]
 
 
 def is_available() -> bool:
@@ -72,7 +64,7 @@ if importlib.util.find_spec("numba_cuda") is not None:
     from .build import build_check  # noqa: E402
 else:
     def __getattr__(name):
-        if name in _API:
+        if name in __all__:
             raise ImportError(f"numaccel.kernels_gpu.{name} needs numba-cuda: "
                               'pip install "numaccel[cuda]"')
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -251,7 +251,7 @@ def reshape(dev, shape):
 
 
 def is_c_contig(dev) -> bool:
-    item, acc = dev.dtype.itemsize, dev.dtype.itemsize
+    acc = dev.dtype.itemsize
     for s, st in zip(reversed(dev.shape), reversed(dev.strides)):
         if s != 1 and st != acc:
             return False

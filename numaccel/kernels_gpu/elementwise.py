@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 from numba import cuda

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _common import BF16, SIM, SIZE, f32, on_device_only, rand
+from _common import BF16, SIZE, f32, on_device_only, rand
 
 from numaccel.kernels_gpu import (scaled_dot_product_attention,
                                   scaled_dot_product_attention_backward,
