@@ -8,7 +8,7 @@ Example::
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 _USAGE = """usage: python -m numaccel {demo,bench} [options]
 

@@ -25,8 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -70,6 +71,11 @@ def machine_info() -> dict[str, Any]:
             info[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             info[pkg] = None
+    try:  # what Numba compiles for (e.g. znver4), from LLVM's view of the host
+        import llvmlite.binding as llvm
+        info["llvm_host_cpu"] = llvm.get_host_cpu_name()
+    except Exception:  # noqa: BLE001 - informational only
+        info["llvm_host_cpu"] = None
     try:
         from threadpoolctl import threadpool_info
         info["blas"] = [{k: p.get(k) for k in ("internal_api", "architecture", "num_threads",
@@ -90,7 +96,8 @@ def format_machine(info: dict[str, Any]) -> str:
                          f"{b['num_threads']} threads)" for b in blas) or "none found"
     libs = " ".join(f"{k} {info.get(k)}" for k in ("numpy", "numba", "llvmlite", "numexpr",
                                                    "torch", "ml_dtypes", "numaccel"))
-    lines = [f"# machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}",
+    lines = [(f"# machine: {info['cpu']} ({info.get('llvm_host_cpu', '?')}), "
+              f"{info['cores']} cores, Python {info['python']}, {info['platform']}"),
              f"# {libs}", f"# BLAS: {blas}"]
     if info.get("env"):
         lines.append(f"# environment: {info['env']} (OPENBLAS_* settings slow NumPy's BLAS)")
@@ -352,7 +359,9 @@ def run_bench(names: Sequence[str], contenders: Sequence[str] = CONTENDERS, quic
                 results[c] = run_in_process(c, w, args, ref, factories[c], repeat)
         out[name] = {"description": w.description, "tiny": w.tiny, "results": results,
                      "ratios": ratios(results)}
-        log(f"# done {name}")
+        log(f"# {name}: " + ", ".join(
+            f"{c} {_fmt_time(r.get('median_ms'), w.tiny) if r.get('status') == 'ok' else r['status']}"
+            for c, r in results.items()))
     return out
 
 
@@ -362,6 +371,12 @@ def _fmt_time(ms: float | None, tiny: bool = False) -> str:
     if tiny or ms < 1.0:
         return f"{ms * 1e3:.1f} us"
     return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1e3:.2f} s"
+
+
+def _fmt_ratio(r: float | None) -> str:
+    if r is None:
+        return "-"
+    return f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
 
 
 def format_table(rows: dict[str, dict], contenders: Sequence[str], title: str) -> str:
@@ -386,10 +401,67 @@ def format_table(rows: dict[str, dict], contenders: Sequence[str], title: str) -
         if "numaccel" in contenders:
             rat = row.get("ratios") or ratios(res)
             line += "  " + " " * 13 + " ".join(
-                f"{'-' if rat.get(c) is None else f'{rat[c]:.2f}x':>8}" for c in others)
+                f"{_fmt_ratio(rat.get(c)):>8}" for c in others)
         lines.append(line)
     if notes:
         lines += ["notes:"] + sorted(set(notes), key=notes.index)
+    return "\n".join(lines)
+
+
+def _median(report: dict, section: str, row: str, contender: str) -> float | None:
+    r = report.get(section, {}).get(row, {}).get("results", {}).get(contender, {})
+    return r.get("median_ms") if r.get("status") == "ok" else None
+
+
+def check_targets(report: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    """The issue's CPU targets against this run: (target, measured, met or None if unknown).
+
+    Example::
+
+        for text, value, met in check_targets(report): print(text, value, met)
+    """
+    out: list[tuple[str, str, bool | None]] = []
+
+    def ratio(row, other, need, section="workloads"):
+        a, b = _median(report, section, row, other), _median(report, section, row, "numaccel")
+        label = f"{row}: numaccel >= {need}x {LABELS.get(other, other)}"
+        out.append((label, "-", None) if not (a and b) else
+                   (label, f"{a / b:.2f}x", a / b >= need))
+
+    def below(row, limit_ms, label, section):
+        v = _median(report, section, row, "numaccel")
+        out.append((label, "-" if v is None else _fmt_time(v), None if v is None
+                    else v < limit_ms))
+
+    ratio("chain_f32", "numpy", 4)
+    ratio("chain_f32", "torch", 2)
+    ratio("softmax_f32", "numpy", 3)
+    ratio("layernorm_f32", "numpy", 3)
+    below("overhead_tiny", 0.015, "per-call overhead on 10 elements < 15 us", "workloads")
+    for name in (f"corpus:{FIRST_CALL_PROGRAM}", FIRST_CALL_WORKLOAD):
+        if f"first_call[{name}]" in report.get("first_call", {}):
+            below(f"first_call[{name}]", 2000, f"first call of {name} < 2 s", "first_call")
+            below(f"warm_start[{name}]", 300, f"new process, warm cache, {name} < 0.3 s",
+                  "first_call")
+            break
+    corpus = report.get("corpus")
+    if corpus:
+        g = corpus.get("geomean_speedup")
+        out.append((f"corpus {corpus['size']}: geomean speedup >= 3x",
+                    "-" if g is None else f"{g:.2f}x", None if g is None else g >= 3))
+        n_bad = len(corpus["slower_than_numpy"]) + len(corpus["failed"])
+        out.append((f"corpus {corpus['size']}: no program slower than NumPy (or failing)",
+                    (f"{len(corpus['slower_than_numpy'])} slower, "
+                     f"{len(corpus['failed'])} failed"), n_bad == 0))
+    return out
+
+
+def format_targets(rows: list[tuple[str, str, bool | None]], quick: bool = False) -> str:
+    lines = ["## targets (issue 3, steady state on this machine)" + (
+        ": QUICK SIZES, not the sizes the targets are about" if quick else "")]
+    for text, value, met in rows:
+        verdict = "unknown" if met is None else ("met" if met else "NOT met")
+        lines.append(f"  {text:<64} {value:>20}  {verdict}")
     return "\n".join(lines)
 
 
@@ -466,11 +538,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {"machine": info, "options": {
         "quick": opts.quick, "repeat": repeat, "contenders": contenders,
         "numaccel_backend": opts.numaccel_backend, "argv": list(argv or sys.argv[1:])}}
-    log = lambda s: print(s, flush=True)  # noqa: E731
+    log = lambda s: print(s, flush=True)
     steady = [n for n in names if n != FIRST_CALL]
     report["workloads"] = run_bench(steady, contenders, opts.quick, repeat, opts.timeout,
                                     numaccel_backend=opts.numaccel_backend,
-                                    log=lambda s: None)
+                                    log=lambda s: print(s, file=sys.stderr, flush=True))
     title = (f"steady state, median of {repeat} samples after a warm-up call "
              f"({'quick sizes' if opts.quick else 'full sizes'})")
     if steady:
@@ -491,6 +563,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.corpus is not None and corpus is not None:
         report["corpus"] = run_corpus(corpus, opts.corpus_size, repeat, opts.timeout,
                                       opts.numaccel_backend, log)
+    report["targets"] = [{"target": t, "measured": v, "met": m}
+                         for t, v, m in check_targets(report)]
+    log(format_targets(check_targets(report), opts.quick))
     if opts.json:
         Path(opts.json).write_text(json.dumps(report, indent=1, default=str))
     return 0

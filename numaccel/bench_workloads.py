@@ -18,8 +18,9 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import ml_dtypes
 import numba
@@ -137,9 +138,9 @@ def softmax_numpy(x):
 
 def softmax_numexpr(x):
     m = x.max(axis=-1, keepdims=True)
-    e = ne.evaluate("exp(x - m)")
+    e = ne.evaluate("exp(x - m)", local_dict={"x": x, "m": m})
     s = e.sum(axis=-1, keepdims=True)
-    return ne.evaluate("e / s")
+    return ne.evaluate("e / s", local_dict={"e": e, "s": s})
 
 
 @numba.njit(parallel=True, fastmath=True)
@@ -208,10 +209,11 @@ def layernorm_numpy(x, gamma, beta):
 
 def layernorm_numexpr(x, gamma, beta):
     mu = x.mean(axis=-1, keepdims=True)
-    d = ne.evaluate("x - mu")
-    var = ne.evaluate("d * d").mean(axis=-1, keepdims=True)
-    eps = x.dtype.type(LN_EPS)
-    return ne.evaluate("d / sqrt(var + eps) * gamma + beta")
+    d = ne.evaluate("x - mu", local_dict={"x": x, "mu": mu})
+    var = ne.evaluate("d * d", local_dict={"d": d}).mean(axis=-1, keepdims=True)
+    return ne.evaluate("d / sqrt(var + eps) * gamma + beta",
+                       local_dict={"d": d, "var": var, "eps": x.dtype.type(LN_EPS),
+                                   "gamma": gamma, "beta": beta})
 
 
 @numba.njit(parallel=True, fastmath=True)
@@ -316,9 +318,10 @@ def matmul_gelu_numpy(x, w, b):
 
 def matmul_gelu_numexpr(x, w, b):
     h = x @ w
-    t = x.dtype.type
-    c, k, half, one = t(GELU_C), t(GELU_K), t(0.5), t(1.0)
-    return ne.evaluate("half * (h + b) * (one + tanh(c * ((h + b) + k * (h + b) ** 3)))")
+    t = x.dtype.type  # float32 constants keep numexpr from upcasting to float64
+    return ne.evaluate("half * (h + b) * (one + tanh(c * ((h + b) + k * (h + b) ** 3)))",
+                       local_dict={"h": h, "b": b, "c": t(GELU_C), "k": t(GELU_K),
+                                   "half": t(0.5), "one": t(1.0)})
 
 
 @numba.njit(parallel=True, fastmath=True)
@@ -391,7 +394,7 @@ def tiny_numpy(a, b, c):
 
 
 def tiny_numexpr(a, b, c):
-    return ne.evaluate("a * b + c")
+    return ne.evaluate("a * b + c", local_dict={"a": a, "b": b, "c": c})
 
 
 @numba.njit

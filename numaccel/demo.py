@@ -34,8 +34,9 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 RESULT_MARK = "@@NUMACCEL_DEMO@@ "
 # one per kind of program: elementwise, stencil, broadcast+reduction, image slicing,

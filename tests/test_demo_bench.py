@@ -196,7 +196,7 @@ def test_bench_quick_json(tmp_path):
 
 
 def test_run_bench_with_standins():
-    good = lambda w: w.numpy_fn  # noqa: E731
+    good = lambda w: w.numpy_fn
 
     def wrong(w):
         return lambda *a: w.numpy_fn(*a) * 2

@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 try:  # asv imports this file on its own; fall back to the checkout next to asv_bench/
-    import numaccel  # noqa: F401
+    import numaccel
     from numaccel import bench_workloads as bw
 except ImportError:  # pragma: no cover - depends on how numaccel was installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    import numaccel  # noqa: F401
+    import numaccel
     from numaccel import bench_workloads as bw
 
 REPO_ROOT = str(Path(numaccel.__file__).resolve().parents[1])
@@ -193,7 +193,7 @@ class _NewProcess:
 
     def setup(self):
         try:
-            numaccel.accelerate
+            numaccel.accelerate  # noqa: B018 - the lazy import is the check
         except (ImportError, AttributeError) as exc:
             raise NotImplementedError(f"numaccel.accelerate is not available: {exc}")
         self.tmp = tempfile.mkdtemp(prefix="numaccel-asv-")
