@@ -28,6 +28,16 @@ from ._state import CheckpointError, CheckpointVersionError, ChecksumError, Shar
 from ._tools import consolidate, inspect
 
 __all__ = [
-    "Shard", "save", "async_save", "load", "inspect", "consolidate", "read_metadata",
-    "CheckpointError", "ChecksumError", "CheckpointVersionError", "FORMAT", "VERSION",
+    "FORMAT",
+    "VERSION",
+    "CheckpointError",
+    "CheckpointVersionError",
+    "ChecksumError",
+    "Shard",
+    "async_save",
+    "consolidate",
+    "inspect",
+    "load",
+    "read_metadata",
+    "save",
 ]

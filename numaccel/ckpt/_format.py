@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +27,34 @@ GEN_RE = re.compile(r"^g-[0-9a-f]{8,64}$")
 FILE_RE = re.compile(r"^g-[0-9a-f]{8,64}/rank[0-9]{5,}\.bin$")
 # Metadata beyond this size is refused rather than parsed (a hostile file cannot exhaust RAM).
 MAX_META_BYTES = 1 << 31
+
+
+PARALLEL_CRC_BYTES = 1 << 20
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+class _Done:
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def result(self) -> int:
+        return self.value
+
+
+def crc32_async(buf) -> Any:
+    """CRC-32 of a buffer, on a helper thread when large; ``.result()`` gives the value.
+
+    zlib releases the GIL while it checksums, so the CRC of one chunk overlaps the write (or
+    the read of the next chunk) instead of adding to it.
+    """
+    global _pool
+    if memoryview(buf).nbytes < PARALLEL_CRC_BYTES:
+        return _Done(zlib.crc32(buf))
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(1, thread_name_prefix="numaccel-ckpt-crc")
+    return _pool.submit(zlib.crc32, buf)
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import os
-import zlib
 from typing import Any
 
 import numpy as np
 
 from . import _format as F
 from ._save import as_comm
-from ._state import (CheckpointError, ChecksumError, Shard, decode_value, flatten, intersect,
-                     volume)
+from ._state import CheckpointError, ChecksumError, Shard, decode_value, flatten, intersect, volume
 
 _MAX_LISTED = 10
 
@@ -29,6 +27,8 @@ def metadata_collective(path: str, comm: Any) -> F.Metadata:
             raw = F.read_metadata_bytes(path)
         except CheckpointError as e:
             err = str(e)
+        except OSError as e:  # e.g. permissions: every rank must raise, not only rank 0
+            err = f"cannot read checkpoint {path!r}: {e}"
     raw, err = comm.bcast((raw, err), root=0)
     if err:
         raise CheckpointError(err)
@@ -48,10 +48,15 @@ def _read_into(f, buf: np.ndarray, offset: int) -> int:
 
 
 class _Reader:
-    """Open data files once per load and verify every chunk's checksum as it is read."""
+    """Open data files once per load and verify every chunk's checksum.
+
+    The CRC of a chunk runs on a helper thread while the next chunk is read; a mismatch is
+    raised by the next ``read`` or by ``finish``, before the load returns.
+    """
 
     def __init__(self, path: str, meta: F.Metadata) -> None:
         self.path, self.meta, self.files = path, meta, {}
+        self.pending: tuple | None = None
 
     def close(self) -> None:
         for f in self.files.values():
@@ -61,23 +66,35 @@ class _Reader:
         if i not in self.files:
             name = os.path.join(self.path, *self.meta.files[i].split("/"))
             try:
-                self.files[i] = open(name, "rb", buffering=0)
+                self.files[i] = open(name, "rb", buffering=0)  # noqa: SIM115 (see close)
             except OSError as e:
                 raise CheckpointError(f"checkpoint {self.path!r}: cannot open data file "
                                       f"{self.meta.files[i]!r}: {e}") from e
         return self.files[i]
 
+    def _where(self, key: str, c: F.Chunk) -> str:
+        return (f"checkpoint {self.path!r}, array {key!r}, chunk offsets={c.offsets} "
+                f"shape={c.shape} in {self.meta.files[c.file]!r}")
+
     def read(self, key: str, c: F.Chunk, buf: np.ndarray) -> None:
         got = _read_into(self._file(c.file), buf, c.offset)
-        where = (f"checkpoint {self.path!r}, array {key!r}, chunk offsets={c.offsets} "
-                 f"shape={c.shape} in {self.meta.files[c.file]!r}")
         if got != c.nbytes:
-            raise ChecksumError(f"{where}: truncated, read {got} of {c.nbytes} bytes at byte "
-                                f"{c.offset}")
-        crc = zlib.crc32(buf.reshape(-1).view(np.uint8))
+            raise ChecksumError(f"{self._where(key, c)}: truncated, read {got} of {c.nbytes} "
+                                f"bytes at byte {c.offset}")
+        crc = F.crc32_async(buf.reshape(-1).view(np.uint8))
+        self.finish()
+        self.pending = (crc, key, c)
+
+    def finish(self) -> None:
+        """Wait for the last checksum; raise ChecksumError if it does not match."""
+        if self.pending is None:
+            return
+        fut, key, c = self.pending
+        self.pending = None
+        crc = fut.result()
         if crc != c.crc32:
-            raise ChecksumError(f"{where}: checksum mismatch (crc32 {crc:#010x}, recorded "
-                                f"{c.crc32:#010x}); the data file is corrupted")
+            raise ChecksumError(f"{self._where(key, c)}: checksum mismatch (crc32 {crc:#010x}, "
+                                f"recorded {c.crc32:#010x}); the data file is corrupted")
 
 
 def _fill(reader: _Reader, key: str, a: F.ArrayMeta, dest: np.ndarray, off: tuple) -> None:
@@ -183,6 +200,7 @@ def load(state: dict, path: str | os.PathLike, comm: Any = None, *, strict: bool
             leaf.container[leaf.key] = value
         for key, a, dest, off in plan:
             _fill(reader, key, a, dest, off)
+        reader.finish()
     finally:
         reader.close()
     return state

@@ -6,10 +6,10 @@ import os
 import shutil
 import threading
 import uuid
-import zlib
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from queue import Queue
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -23,10 +23,10 @@ DEFAULT_STAGING_BYTES = 1 << 30
 class SelfComm:
     """The one-rank stand-in for an mpi4py communicator, used when ``comm=None``."""
 
-    def Get_rank(self) -> int:  # noqa: N802 (mpi4py spelling)
+    def Get_rank(self) -> int:
         return 0
 
-    def Get_size(self) -> int:  # noqa: N802
+    def Get_size(self) -> int:
         return 1
 
     def allgather(self, x: Any) -> list:
@@ -181,15 +181,16 @@ def write_pieces(fname: str, pieces: Iterable[tuple], done=None, fsync: bool = T
             try:
                 if err is None:
                     if f is None:
-                        f = open(fname, "wb", buffering=0)
+                        f = open(fname, "wb", buffering=0)  # noqa: SIM115 (closed below)
                     buf = arr.reshape(-1).view(np.uint8)
                     pad = (-pos) % F.ALIGN
                     if pad:
                         _write_all(f, memoryview(b"\0" * pad))
                         pos += pad
+                    crc = F.crc32_async(buf)
                     _write_all(f, memoryview(buf))
                     records.append([key, list(goff), list(shape), pos, buf.nbytes,
-                                    zlib.crc32(buf)])
+                                    crc.result()])
                     pos += buf.nbytes
             except Exception as e:  # noqa: BLE001 (reported collectively below)
                 err = (type(e).__name__, f"writing {fname!r}, array {key!r}: {e}")
@@ -252,8 +253,8 @@ def commit(comm: Any, setup: dict, records: list, fsize: int, err, fsync: bool) 
         else:
             try:
                 _write_meta(path, gen, setup, got, fsync)
-            except OSError as e:
-                status = f"save to {path!r} failed writing metadata: {e}"
+            except Exception as e:  # noqa: BLE001 (every rank must hear of it, not just 0)
+                status = f"save to {path!r} failed writing metadata: {type(e).__name__}: {e}"
     status = comm.bcast(status, root=0)
     if status:
         raise CheckpointError(status)
@@ -279,17 +280,35 @@ def _write_meta(path: str, gen: str, setup: dict, got: list, fsync: bool) -> Non
             "values": dict(sorted(setup["values"].items()))}
     F.write_metadata(path, meta, fsync)
     # Only now is the old generation unreferenced; a crash before this line leaves it usable.
-    for name in os.listdir(path):
-        if (F.GEN_RE.match(name) and name != gen) or (
-                name.startswith(f".{F.META_NAME}.") and name.endswith(".tmp")):
-            full = os.path.join(path, name)
-            if os.path.isdir(full):
-                shutil.rmtree(full, ignore_errors=True)
-            else:
-                try:
-                    os.remove(full)
-                except OSError:
-                    pass
+    # Deleting a large file costs about as much as writing a tenth of it, so it runs in the
+    # background; whatever a crash leaves behind is removed by the next save.
+    stale = [os.path.join(path, name) for name in os.listdir(path)
+             if (F.GEN_RE.match(name) and name != gen)
+             or (name.startswith(f".{F.META_NAME}.") and name.endswith(".tmp"))]
+    if stale:
+        t = threading.Thread(target=_remove, args=(stale,), name="numaccel-ckpt-cleanup")
+        _cleaners.append(t)
+        t.start()
+
+
+_cleaners: list[threading.Thread] = []
+
+
+def _remove(paths: list[str]) -> None:
+    for full in paths:
+        if os.path.isdir(full):
+            shutil.rmtree(full, ignore_errors=True)
+        else:
+            try:
+                os.remove(full)
+            except OSError:
+                pass
+
+
+def wait_for_cleanup() -> None:
+    """Wait until earlier saves have deleted the data they replaced (used by tests)."""
+    while _cleaners:
+        _cleaners.pop().join()
 
 
 def save(state: dict, path: str | os.PathLike, comm: Any = None, *,
@@ -386,7 +405,7 @@ def async_save(state: dict, path: str | os.PathLike, comm: Any = None, *,
         for key, goff, shape, view in setup["pieces"]:
             n = view.nbytes
             with cond:
-                cond.wait_for(lambda: inflight[0] == 0 or inflight[0] + n <= staging_bytes)
+                cond.wait_for(lambda n=n: inflight[0] == 0 or inflight[0] + n <= staging_bytes)
                 inflight[0] += n
             staged = np.empty(shape, view.dtype.newbyteorder("<"))
             np.copyto(staged, view)

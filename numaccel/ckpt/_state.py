@@ -8,8 +8,9 @@ never runs code (no pickle, no eval).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -227,7 +228,8 @@ def decode_value(node: Any, key: str) -> Any:
             return bytes.fromhex(node["hex"])
         if t == "np":
             dt = dtype_from_name(node["dtype"], key)
-            return np.frombuffer(bytes.fromhex(node["hex"]), dtype=dt)[0].astype(dt.newbyteorder("="))
+            raw = np.frombuffer(bytes.fromhex(node["hex"]), dtype=dt)
+            return raw.astype(dt.newbyteorder("="))[0]
         if t in ("list", "tuple"):
             items = [decode_value(x, key) for x in node["v"]]
             return items if t == "list" else tuple(items)

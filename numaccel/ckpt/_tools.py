@@ -1,4 +1,5 @@
-"""Offline tools: a readable summary of a checkpoint, and consolidation into one safetensors file."""
+"""Offline tools: a readable summary of a checkpoint, and one safetensors file of it.
+"""
 from __future__ import annotations
 
 import json
@@ -43,9 +44,9 @@ def inspect(path: str | os.PathLike, verify: bool = False) -> str:
     path = os.fspath(path)
     meta = F.read_metadata(path)
     total = sum(meta.file_sizes)
-    lines = [f"numaccel checkpoint {path} (format version {meta.version}, written by "
-             f"{meta.world_size} rank{'s' if meta.world_size != 1 else ''}, {_size(total)} in "
-             f"{len(meta.files)} data file{'s' if len(meta.files) != 1 else ''})",
+    lines = [(f"numaccel checkpoint {path} (format version {meta.version}, written by "
+              f"{meta.world_size} rank{'s' if meta.world_size != 1 else ''}, {_size(total)} in "
+              f"{len(meta.files)} data file{'s' if len(meta.files) != 1 else ''})"),
              f"arrays: {len(meta.arrays)}, values: {len(meta.values)}"]
     for key, a in meta.arrays.items():
         nbytes = sum(c.nbytes for c in a.chunks)
@@ -64,6 +65,7 @@ def inspect(path: str | os.PathLike, verify: bool = False) -> str:
             for key, a in meta.arrays.items():
                 for c in a.chunks:
                     reader.read(key, c, np.empty(c.shape, a.dtype))
+            reader.finish()
         finally:
             reader.close()
         lines.append("all chunk checksums verified")
@@ -109,6 +111,7 @@ def consolidate(path: str | os.PathLike, out: str | os.PathLike) -> str:
             for key, a in meta.arrays.items():
                 full = np.empty(a.shape, a.dtype)
                 _fill(reader, key, a, full, (0,) * len(a.shape))
+                reader.finish()
                 f.write(memoryview(full.reshape(-1).view(np.uint8)))
         os.replace(tmp, out)
     finally:

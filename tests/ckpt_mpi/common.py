@@ -5,6 +5,7 @@ box of each array must hold without communicating.
 """
 from __future__ import annotations
 
+import math
 import zlib
 
 import ml_dtypes
@@ -125,8 +126,8 @@ def _cmp(got, want, where: str) -> None:
         assert same_bits(got.local, want.local), f"{where}: {got.local} != {want.local}"
     elif isinstance(want, np.ndarray):
         assert same_bits(got, want), f"{where}: {got} != {want}"
-    elif isinstance(want, float) and want != want:
-        assert isinstance(got, float) and got != got, where
+    elif isinstance(want, float) and math.isnan(want):
+        assert isinstance(got, float) and math.isnan(got), where
     elif isinstance(want, np.generic):
         assert type(got) is type(want) and same_bits(np.asarray(got), np.asarray(want)), where
     else:

@@ -15,11 +15,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from mpi4py import MPI  # noqa: E402
+import common
+from mpi4py import MPI
 
-import common  # noqa: E402
-import numaccel.ckpt as ckpt  # noqa: E402
-from numaccel.ckpt import Shard, _save  # noqa: E402
+from numaccel import ckpt
+from numaccel.ckpt import Shard, _save
 
 
 def _mutate(state) -> None:
