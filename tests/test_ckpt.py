@@ -201,6 +201,12 @@ def test_optimizer_state_round_trip_by_name(tmp_path):
         common.check_state(s, r, 3, "cols")
     run_ranks(3, load3)
 
+    def load8(comm, r):  # 8 ranks over 5..10 rows: some ranks hold empty Shards
+        s = common.make_state(r, 8, "rows", fill=False)
+        ckpt.load(s, path, comm)
+        common.check_state(s, r, 8, "rows")
+    run_ranks(8, load8)
+
 
 def test_list_containers_of_arrays(tmp_path):
     state = {"layers": [{"w": np.arange(3.0)}, {"w": np.arange(4.0)}], "hist": [1, 2]}
@@ -619,3 +625,20 @@ def test_checksums_on_the_helper_thread(tmp_path, monkeypatch, corrupt):
     else:
         with pytest.raises(ChecksumError, match=rf"'w', chunk offsets=\({corrupt}, 0\)"):
             ckpt.load(out, path)
+
+
+def test_works_without_mpi4py(tmp_path):
+    """comm=None needs no MPI: run save/async_save/load with mpi4py made unimportable."""
+    code = (
+        "import sys; sys.modules['mpi4py'] = None\n"
+        "import numpy as np, numaccel.ckpt as c\n"
+        f"p = {str(tmp_path / 'ck')!r}\n"
+        "c.save({'w': np.arange(5.0)}, p)\n"
+        "c.async_save({'w': np.arange(5.0) * 2}, p).result()\n"
+        "s = {'w': np.zeros(5)}; c.load(s, p); assert s['w'][4] == 8.0\n"
+        "assert 'mpi4py' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO},
+                       check=False)
+    assert r.returncode == 0, r.stderr
