@@ -5,10 +5,12 @@ bfloat16 arrays): bfloat16 as ``uint16`` and float16 as ``int16``, so that the e
 type alone selects the widening (``widen``) at compile time.
 
 - ``decompress``: compressed -> dense (the weight's dtype, or float32 for BLAS).
-- ``linear_small``: y = x @ W.T for few rows of x (decoding): parallel over output rows,
-  each row's values and metadata streamed once from memory, x gathered from cache.
-- ``linear_tiled``: y = x @ W.T for many rows: x transposed so that every kept value
-  multiplies a contiguous, vectorized run of x columns.
+- ``linear(x, values, meta, shape, kernel)``: y = x @ W.T with one of
+  ``"expand"`` (few rows of x, decoding: each metadata word's 8 values expanded to 16 dense
+  lanes with vexpandps, FMA with contiguous x; the weight streams once, no gathers) or
+  ``"tiled"`` (many rows: x transposed, every kept value broadcast against a contiguous
+  run of the batch, accumulators in registers; the zeros cost nothing).
+  Both are parallel over blocks of output rows.
 
 Example::
 
@@ -322,64 +324,115 @@ def _linear_expand(vals, meta, x, lut, out, row_block):
 
 # --------------------------------------------------------------------------------------
 # many rows of x: every kept value multiplies a contiguous run of x^T (vectorized over the
-# batch), so the zeros cost nothing. Blocks: output rows (parallel) x batch chunk x K.
+# batch), so the zeros cost nothing. In LLVM IR: T zmm accumulators (16 T batch columns)
+# stay in registers across a K block; each kept value is broadcast and multiplies T
+# contiguous vectors of x^T. Plain vector IR: runs on any x86 (AVX2 splits the vectors).
+TILE_T = 4          # 64 batch columns per tile
+TILE_WB = 4         # 4 metadata words = 64 K columns: x^T block 64 x 64 float32 = 16 KiB
+TILE_ROW_BLOCK = 64
 
 
-# Blocks measured on Zen 4 (2 cores): 32 output rows per task, 128 batch columns of x^T
-# per pass (8 zmm accumulators' worth), 2 metadata words (32 columns of K) per K block so
-# that the x^T block (32 x 128 float32 = 16 KiB) stays in L1.
-TILED_ROW_BLOCK, TILED_NB, TILED_WB = 32, 128, 2
+def _make_tilerow(nt: int):
+    """Intrinsic ``tilerow(vals, meta, xt, outt, r, n0, w0, w1)``:
+    ``outt[r, n0:n0 + 16 nt] += sum_j vals[r, j] * xt[col(r, j), n0:n0 + 16 nt]`` over the
+    kept values of metadata words ``w0 <= w < w1``."""
+
+    @intrinsic
+    def tilerow(typingctx, vals, meta, xt, outt, r, n0, w0, w1):
+        kind = vals.dtype
+        sig = types.void(vals, meta, xt, outt, r, n0, w0, w1)
+
+        def codegen(context, builder, sig, args):
+            va, ma, xa, oa = [context.make_array(t)(context, builder, a)
+                              for t, a in zip(sig.args[:4], args[:4])]
+            rr, nn0, ww0, ww1 = args[4:8]
+            c64 = lambda v: ir.Constant(_I64, v)  # noqa: E731
+            vcols = cgutils.unpack_tuple(builder, va.shape, 2)[1]
+            mcols = cgutils.unpack_tuple(builder, ma.shape, 2)[1]
+            xcols = cgutils.unpack_tuple(builder, xa.shape, 2)[1]
+            ocols = cgutils.unpack_tuple(builder, oa.shape, 2)[1]
+            vrow = builder.gep(va.data, [builder.mul(rr, vcols)])
+            mrow = builder.gep(ma.data, [builder.mul(rr, mcols)])
+            xbase = builder.gep(xa.data, [nn0])
+            v16 = _vec(_F32, 16)
+            zero = ir.Constant(v16, [0.0] * 16)
+            pv16 = ir.PointerType(v16)
+
+            def scalar(j):
+                p = builder.gep(vrow, [j])
+                if kind == types.float32:
+                    return builder.load(p)
+                b = builder.load(p)
+                if kind == types.uint16:
+                    return builder.bitcast(builder.shl(builder.zext(b, _I32),
+                                                       ir.Constant(_I32, 16)), _F32)
+                return builder.fpext(builder.bitcast(b, ir.HalfType()), _F32)
+
+            pre = builder.block
+            head = builder.append_basic_block("tr_head")
+            body = builder.append_basic_block("tr_body")
+            end = builder.append_basic_block("tr_end")
+            builder.branch(head)
+            builder.position_at_end(head)
+            w = builder.phi(_I64)
+            w.add_incoming(ww0, pre)
+            accs = [builder.phi(v16) for _ in range(nt)]
+            for a in accs:
+                a.add_incoming(zero, pre)
+            builder.cbranch(builder.icmp_signed("<", w, ww1), body, end)
+            builder.position_at_end(body)
+            mw = builder.zext(builder.load(builder.gep(mrow, [w])), _I64)
+            new = list(accs)
+            for i in range(8):
+                j = builder.add(builder.mul(w, c64(8)), c64(i))
+                v = scalar(j)
+                vs = builder.insert_element(ir.Constant(v16, None), v, ir.Constant(_I32, 0))
+                vs = builder.shuffle_vector(vs, vs, ir.Constant(_vec(_I32, 16), [0] * 16))
+                pos = builder.and_(builder.lshr(mw, c64(2 * i)), c64(3))
+                col = builder.add(builder.add(builder.mul(w, c64(16)), c64(4 * (i // 2))), pos)
+                xrow = builder.gep(xbase, [builder.mul(col, xcols)])
+                for t in range(nt):
+                    xv = builder.load(builder.bitcast(builder.gep(xrow, [c64(16 * t)]), pv16),
+                                      align=4)
+                    new[t] = builder.fadd(new[t], builder.fmul(vs, xv, flags=_FAST),
+                                          flags=_FAST)
+            w.add_incoming(builder.add(w, c64(1)), builder.block)
+            for a, v in zip(accs, new):
+                a.add_incoming(v, builder.block)
+            builder.branch(head)
+            builder.position_at_end(end)
+            orow = builder.gep(oa.data, [builder.add(builder.mul(rr, ocols), nn0)])
+            for t in range(nt):
+                op = builder.bitcast(builder.gep(orow, [c64(16 * t)]), pv16)
+                builder.store(builder.fadd(builder.load(op, align=4), accs[t]), op, align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tilerow
 
 
-@numba.njit(parallel=True, cache=True, fastmath={"contract", "reassoc"})
-def _linear_tiled(vals, meta, xt, out, row_block, nb, wb):
-    # xt (Kp, N) float32 = x^T; out (N, M) float32. Flat unsigned indices: Numba then
-    # emits no negative-index wraparound, and LLVM vectorizes the batch loop.
+_tilerow = _make_tilerow(TILE_T)
+
+
+@numba.njit(parallel=True, cache=True)
+def _linear_tile(vals, meta, xt, outt, row_block, wb):
+    # xt (Kp, Np) float32 = x^T zero-padded to Np = multiple of 16 * TILE_T columns;
+    # outt (M, Np) float32 zero-filled. Per K block and batch tile, the x^T block stays in
+    # L1 while all rows of the row block use it.
     m = vals.shape[0]
     nw = meta.shape[1]
-    n = xt.shape[1]
-    xf = xt.reshape(-1)
+    npad = xt.shape[1]
+    step = 16 * TILE_T
     nrb = (m + row_block - 1) // row_block
     for rb in prange(nrb):
         r0 = rb * row_block
         r1 = min(m, r0 + row_block)
-        acc = np.empty(row_block * nb, np.float32)
-        for n0 in range(0, n, nb):
-            cnt = min(nb, n - n0)
-            acc[:] = 0
-            for w0 in range(0, nw, wb):
-                w1 = min(nw, w0 + wb)
+        for w0 in range(0, nw, wb):
+            w1 = min(nw, w0 + wb)
+            for n0 in range(0, npad, step):
                 for r in range(r0, r1):
-                    ao = np.uint64((r - r0) * nb)
-                    for w in range(w0, w1):
-                        mw = np.int64(meta[r, w])
-                        j = 8 * w
-                        c = 16 * w
-                        v0 = widen(vals[r, j])
-                        v1 = widen(vals[r, j + 1])
-                        v2 = widen(vals[r, j + 2])
-                        v3 = widen(vals[r, j + 3])
-                        v4 = widen(vals[r, j + 4])
-                        v5 = widen(vals[r, j + 5])
-                        v6 = widen(vals[r, j + 6])
-                        v7 = widen(vals[r, j + 7])
-                        b0 = np.uint64((c + (mw & 3)) * n + n0)
-                        b1 = np.uint64((c + ((mw >> 2) & 3)) * n + n0)
-                        b2 = np.uint64((c + 4 + ((mw >> 4) & 3)) * n + n0)
-                        b3 = np.uint64((c + 4 + ((mw >> 6) & 3)) * n + n0)
-                        b4 = np.uint64((c + 8 + ((mw >> 8) & 3)) * n + n0)
-                        b5 = np.uint64((c + 8 + ((mw >> 10) & 3)) * n + n0)
-                        b6 = np.uint64((c + 12 + ((mw >> 12) & 3)) * n + n0)
-                        b7 = np.uint64((c + 12 + ((mw >> 14) & 3)) * n + n0)
-                        for qq in range(cnt):
-                            q = np.uint64(qq)
-                            acc[ao + q] += (v0 * xf[b0 + q] + v1 * xf[b1 + q]
-                                            + v2 * xf[b2 + q] + v3 * xf[b3 + q]
-                                            + v4 * xf[b4 + q] + v5 * xf[b5 + q]
-                                            + v6 * xf[b6 + q] + v7 * xf[b7 + q])
-            for r in range(r0, r1):
-                for q in range(cnt):
-                    out[n0 + q, r] = acc[(r - r0) * nb + q]
+                    _tilerow(vals, meta, xt, outt, r, n0, w0, w1)
 
 
 # --------------------------------------------------------------------------------------
@@ -408,8 +461,9 @@ def linear(x: np.ndarray, values: np.ndarray, meta: np.ndarray, shape: tuple,
            kernel: str = "auto") -> np.ndarray:
     """``x @ W.T`` for 2-D float32 ``x`` ``(N, K)`` and a compressed ``(M, K)`` weight.
 
-    ``kernel``: ``"expand"`` (few rows of x; AVX-512), ``"tiled"`` (any CPU; best for
-    many rows) or ``"auto"`` (expand for N <= 8 where available). Returns float32 (N, M).
+    ``kernel``: ``"expand"`` (few rows of x; AVX-512; falls back to tiled without it),
+    ``"tiled"`` (any CPU; for many rows) or ``"auto"`` (expand for N <= 8 where available).
+    Returns float32 (N, M).
 
     Example::
 
@@ -433,8 +487,10 @@ def linear(x: np.ndarray, values: np.ndarray, meta: np.ndarray, shape: tuple,
         out = np.zeros((n, m), np.float32)
         _linear_expand(kv, meta, xp, EXPAND_LUT, out, 64)
         return out
-    xt = np.zeros((kp, n), np.float32)
-    xt[:k] = x.T
-    out = np.empty((n, m), np.float32)
-    _linear_tiled(kv, meta, xt, out, TILED_ROW_BLOCK, TILED_NB, TILED_WB)
-    return out
+    step = 16 * TILE_T
+    npad = -(-n // step) * step
+    xt = np.zeros((kp, npad), np.float32)
+    xt[:k, :n] = x.T
+    outt = np.zeros((m, npad), np.float32)
+    _linear_tile(kv, meta, xt, outt, TILE_ROW_BLOCK, TILE_WB)
+    return np.ascontiguousarray(outt[:, :n].T)
