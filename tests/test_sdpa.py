@@ -5,15 +5,16 @@ import tracemalloc
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import numaccel.nn.functional as F
 from numaccel.backends import find_kernel
+from numaccel.ir import AVal
 from numaccel.kernels_cpu import bf16_dot
 from numaccel.kernels_cpu.sdpa import dropout_keep
 from numaccel.ops import get_op
 from numaccel.ops.attention import sdpa_decompose, sdpa_infer, sdpa_reference
-from numaccel.ir import AVal
 
 BF16 = ml_dtypes.bfloat16
 TOL = {np.float32: 2e-5, np.float64: 1e-12}
@@ -206,6 +207,8 @@ def test_lse_is_logsumexp_of_scaled_masked_scores():
     rng = np.random.default_rng(13)
     q, k, v = rand(rng, (2, 40, 16)), rand(rng, (2, 300, 16)), rand(rng, (2, 300, 16))
     out, lse = F.scaled_dot_product_attention_with_lse(q, k, v, is_causal=True, scale=0.5)
+    np.testing.assert_allclose(out, sdpa_reference(q, k, v, is_causal=True, scale=0.5),
+                               rtol=2e-5, atol=2e-5)
     s = (q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2)) * 0.5
     s = np.where(np.tril(np.ones((40, 300), bool)), s, -np.inf)
     mx = s.max(-1, keepdims=True)
@@ -258,7 +261,7 @@ def test_dropout_is_reproducible_and_matches_reference():
 
 def test_dropout_keep_rate():
     keep = dropout_keep(123, np.arange(4)[:, None, None], np.arange(50)[:, None],
-                        np.arange(500), 50, 500, int(round(0.25 * 2 ** 24)))
+                        np.arange(500), 50, 500, round(0.25 * 2 ** 24))
     assert abs(keep.mean() - 0.75) < 0.01
 
 
@@ -380,7 +383,7 @@ def test_sdpa_op_reference_decomposition_and_kernel_agree():
     q, k, v = rand(rng, (2, 4, 20, 16)), rand(rng, (2, 2, 30, 16)), rand(rng, (2, 2, 30, 8))
     mask = rng.random((20, 30)) > 0.5
     mask[7] = False
-    attrs = dict(enable_gqa=True, scale=0.7)
+    attrs = {"enable_gqa": True, "scale": 0.7}
     ref = op.ref(q, k, v, mask, **attrs)
     dec = op.decompose(q, k, v, mask, **attrs)
     assert dec.dtype == np.float32

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 import ml_dtypes
 import numba
@@ -66,7 +66,7 @@ def _detect_avx512_bf16() -> bool:
         import llvmlite.binding as llvm
         feats = llvm.get_host_cpu_features()
         return bool(feats.get("avx512bf16", False)) and bool(feats.get("avx512f", False))
-    except Exception:  # pragma: no cover - very old llvmlite: fall back to /proc/cpuinfo
+    except Exception:  # noqa: BLE001  # pragma: no cover - very old llvmlite: fall back to /proc/cpuinfo
         try:
             with open("/proc/cpuinfo") as f:
                 return "avx512_bf16" in f.read()
@@ -447,7 +447,7 @@ def _matmul_bf16_native(a, bp, c, m, n, k2):
     gemm_bf16_native(a, 0, 2 * k2, bp, 0, n, c, 0, n, m, n, k2, False)
 
 
-def matmul_bf16(a: np.ndarray, b: np.ndarray, *, native: Optional[bool] = None) -> np.ndarray:
+def matmul_bf16(a: np.ndarray, b: np.ndarray, *, native: bool | None = None) -> np.ndarray:
     """2-D bfloat16 matrix product with float32 accumulation; returns float32.
 
     ``native=None`` uses vdpbf16ps when ``native_bf16_enabled()``; ``False`` forces the

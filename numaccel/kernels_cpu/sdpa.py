@@ -27,13 +27,13 @@ import math
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import prange
 from numba.core import types
-from llvmlite import ir
 from numba.extending import intrinsic, overload
 
 from . import bf16_dot as _bd
-from .bf16 import f32_as_u32, f32_to_bf16, u32_as_f32
+from .bf16 import f32_to_bf16, u32_as_f32
 
 BQ = 64          # query rows per tile
 BK = 256         # keys per tile (a multiple of the GEMM tile width)
@@ -420,7 +420,7 @@ def flash_forward(q3, qidx, k3, kidx, v3, vidx, mask3, midx, mkind, causal, scal
             vp = np.zeros((v3.shape[0], S, evp), q3.dtype)
             vp[:, :, :Ev] = v3
         pair, q_ld = 1, E
-    thr = int(round(dropout_p * (1 << 24)))
+    thr = round(dropout_p * (1 << 24))
     dscale = 1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0
     _flash_fwd(qq.reshape(-1), q_ld, qidx, kp.reshape(-1), kidx, vp.reshape(-1), vidx,
                *_mask_args(mask3, acc), midx, mkind, bool(causal), acc(scale), np.uint64(seed),
@@ -547,7 +547,7 @@ def flash_backward(dout, out, lse, q3, qidx, k3, kidx, v3, vidx, mask3, midx, mk
     vt = np.empty((v3.shape[0], nkt, Ev, bk), acc)
     pack_kt(np.ascontiguousarray(v3, acc), vt, bk)
     dd = np.einsum("nld,nld->nl", np.asarray(dout, acc), np.asarray(out, acc))
-    thr = int(round(dropout_p * (1 << 24)))
+    thr = round(dropout_p * (1 << 24))
     dscale = 1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0
     _flash_bwd(qp, qidx, kt.reshape(-1), kpad, kidx, vt.reshape(-1), vidx, dop, dd,
                np.asarray(lse, acc), *_mask_args(mask3, acc), midx, mkind, bool(causal),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import ml_dtypes
 import numpy as np
@@ -24,14 +23,18 @@ import numpy as np
 from ..kernels_cpu import sdpa as _k
 from ..kernels_cpu.bf16 import as_bits, from_bits, to_bf16
 
-__all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_with_lse",
-           "scaled_dot_product_attention_backward", "draw_dropout_seed"]
+__all__ = [
+    "draw_dropout_seed",
+    "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
+    "scaled_dot_product_attention_with_lse",
+]
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), _BF16)
 
 
-def draw_dropout_seed(rng: Optional[np.random.Generator]) -> int:
+def draw_dropout_seed(rng: np.random.Generator | None) -> int:
     """The one value SDPA dropout draws from ``rng``: ``rng.integers(0, 2**63)`` (int64).
 
     Every keep/drop decision is then a hash of (seed, batch entry, query, key), see
@@ -172,9 +175,9 @@ def _seed(dropout_p, dropout_seed, rng) -> int:
 
 def scaled_dot_product_attention_with_lse(
         query: np.ndarray, key: np.ndarray, value: np.ndarray,
-        attn_mask: Optional[np.ndarray] = None, dropout_p: float = 0.0, is_causal: bool = False,
-        scale: Optional[float] = None, enable_gqa: bool = False, *,
-        rng: Optional[np.random.Generator] = None, dropout_seed: Optional[int] = None):
+        attn_mask: np.ndarray | None = None, dropout_p: float = 0.0, is_causal: bool = False,
+        scale: float | None = None, enable_gqa: bool = False, *,
+        rng: np.random.Generator | None = None, dropout_seed: int | None = None):
     """Attention output and the log-sum-exp of every query row's scaled, masked scores.
 
     Returns ``(out, lse)``: ``out`` has shape ``batch + (L, Ev)`` and the query's dtype,
@@ -202,9 +205,9 @@ def scaled_dot_product_attention_with_lse(
 
 def scaled_dot_product_attention(
         query: np.ndarray, key: np.ndarray, value: np.ndarray,
-        attn_mask: Optional[np.ndarray] = None, dropout_p: float = 0.0, is_causal: bool = False,
-        scale: Optional[float] = None, enable_gqa: bool = False, *,
-        rng: Optional[np.random.Generator] = None) -> np.ndarray:
+        attn_mask: np.ndarray | None = None, dropout_p: float = 0.0, is_causal: bool = False,
+        scale: float | None = None, enable_gqa: bool = False, *,
+        rng: np.random.Generator | None = None) -> np.ndarray:
     """softmax(q @ k^T * scale + mask) @ v, like ``torch.nn.functional.scaled_dot_product_attention``.
 
     query (..., L, E), key (..., S, E), value (..., S, Ev); leading dims broadcast, and with
@@ -246,9 +249,9 @@ def _ungroup(g: np.ndarray, heads: int) -> np.ndarray:
 
 def scaled_dot_product_attention_backward(
         grad_out: np.ndarray, query: np.ndarray, key: np.ndarray, value: np.ndarray,
-        out: np.ndarray, lse: np.ndarray, attn_mask: Optional[np.ndarray] = None,
-        dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None,
-        enable_gqa: bool = False, *, dropout_seed: Optional[int] = None):
+        out: np.ndarray, lse: np.ndarray, attn_mask: np.ndarray | None = None,
+        dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+        enable_gqa: bool = False, *, dropout_seed: int | None = None):
     """Gradients (dq, dk, dv) of ``scaled_dot_product_attention`` for the upstream grad_out.
 
     ``out`` and ``lse`` come from ``scaled_dot_product_attention_with_lse`` with the same

@@ -21,7 +21,6 @@ Example::
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import ml_dtypes
 import numpy as np
@@ -43,7 +42,7 @@ def _expand_gqa(q, k, v, enable_gqa):
 
 
 def sdpa_decompose(q, k, v, attn_mask=None, *, dropout_p: float = 0.0,
-                   is_causal: bool = False, scale: Optional[float] = None,
+                   is_causal: bool = False, scale: float | None = None,
                    enable_gqa: bool = False, dropout_seed: int = 0):
     """SDPA with NumPy calls only, in the inputs' dtype (no dropout).
 
@@ -75,7 +74,7 @@ def sdpa_decompose(q, k, v, attn_mask=None, *, dropout_p: float = 0.0,
 
 
 def sdpa_reference(q, k, v, attn_mask=None, *, dropout_p: float = 0.0, is_causal: bool = False,
-                   scale: Optional[float] = None, enable_gqa: bool = False,
+                   scale: float | None = None, enable_gqa: bool = False,
                    dropout_seed: int = 0) -> np.ndarray:
     """Plain NumPy SDPA in float64 (cast back to q's dtype); dropout by the kernels' hash.
 
@@ -109,7 +108,7 @@ def sdpa_reference(q, k, v, attn_mask=None, *, dropout_p: float = 0.0, is_causal
         n = np.arange(math.prod(batch), dtype=np.uint64).reshape(batch + (1, 1))
         i = np.arange(L, dtype=np.uint64)[:, None]
         j = np.arange(S, dtype=np.uint64)
-        keep = dropout_keep(dropout_seed, n, i, j, L, S, int(round(dropout_p * (1 << 24))))
+        keep = dropout_keep(dropout_seed, n, i, j, L, S, round(dropout_p * (1 << 24)))
         p = np.where(keep, p / (1.0 - dropout_p) if dropout_p < 1 else 0.0, 0.0)
     out = np.matmul(p, v64)
     return out.astype(dt)
@@ -126,7 +125,7 @@ def _bcast(*shapes):
                 continue
             if isinstance(res, int) and res == 1:
                 res = d
-            elif not (res == d):
+            elif not (res == d):  # noqa: SIM201 - symbolic dims define ==, not !=
                 raise ValueError(f"sdpa: batch dims {shapes} do not broadcast")
         out.append(res)
     return tuple(out)
@@ -156,9 +155,7 @@ def _cpu_supports(q, k, v, attn_mask=None, **attrs) -> bool:
         return False
     if not (np.ndim(q) == np.ndim(k) == np.ndim(v) >= 2):
         return False
-    if attn_mask is not None and np.asarray(attn_mask).dtype not in (np.dtype(bool), *dts):
-        return False
-    return True
+    return attn_mask is None or np.asarray(attn_mask).dtype in (np.dtype(bool), *dts)
 
 
 def sdpa_cpu(q, k, v, attn_mask=None, *, dropout_p=0.0, is_causal=False, scale=None,
