@@ -31,9 +31,10 @@ DOMAINS = {
     "cos": (-100, 100), "tan": (-1.5, 1.5), "tanh": (-10, 10), "sinh": (-10, 10),
     "cosh": (-10, 10), "sigmoid": (-20, 20), "arctan": (-10, 10), "arcsin": (-1, 1),
     "arccos": (-1, 1), "erf": (-4, 4), "cbrt": (-1e3, 1e3), "arctan2": (-10, 10),
-    "power": (0, 10),
+    "power": (0, 10), "arcsinh": (-100, 100), "arccosh": (1, 100), "arctanh": (-0.99, 0.99),
+    "logaddexp": (-10, 10), "logaddexp2": (-10, 10), "hypot": (-10, 10),
 }
-BINARY = {"arctan2", "power"}
+BINARY = {"arctan2", "power", "logaddexp", "logaddexp2", "hypot"}
 
 
 def _numpy_ref(name):
