@@ -7,7 +7,8 @@
 
 Every contender's result is checked against NumPy's (a wrong answer prints MISMATCH, not a
 time). Steady-state times are medians over ``--repeat`` samples after one warm-up call (the
-warm-up is the contender's first call, reported separately). torch.compile runs in its own
+warm-up is the contender's first call, reported separately); the in-process contenders take
+their samples round-robin so that load on a shared machine hits them alike. torch.compile runs in its own
 subprocess per workload with a timeout, so a failing or hanging compile reads "n/a" with the
 reason. The first-call section measures a new process: cold (empty cache directory) and warm
 (the same ``NUMACCEL_CACHE_DIR`` / ``TORCHINDUCTOR_CACHE_DIR`` again). Ratios are
@@ -154,49 +155,75 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first[:150]}"
 
 
-def measure(fn: Callable, args: tuple, ref: Any, w, repeat: int) -> dict[str, Any]:
-    """First call (timed alone), a correctness check, then ``repeat`` timed samples.
+def first_call(fn: Callable, args: tuple, ref: Any, w) -> dict[str, Any]:
+    """Time the first call alone, check it against NumPy, pick calls per sample.
 
-    Tiny workloads time many calls per sample (at least ~2 ms) and report per-call times.
+    Tiny workloads time many calls per sample (at least ~2 ms) so that timer resolution and
+    loop overhead do not matter; their times are per call.
     """
     t0 = time.perf_counter()
     out = demo.materialize(fn(*args))
-    first = (time.perf_counter() - t0) * 1e3
+    rec: dict[str, Any] = {"status": "ok", "first_call_ms": (time.perf_counter() - t0) * 1e3,
+                           "calls_per_sample": 1, "samples_ms": []}
     if not w.matches(out, ref):
         g = np.asarray(out)
-        return {"status": "MISMATCH", "first_call_ms": first,
-                "reason": f"result {g.dtype}{g.shape} differs from NumPy's "
-                          f"(rtol={w.rtol}, atol={w.atol})"}
-    calls = 1
-    if w.tiny:  # calibrate so that timer resolution and loop overhead do not matter
+        rec.update(status="MISMATCH", reason=f"result {g.dtype}{g.shape} differs from NumPy's "
+                                             f"(rtol={w.rtol}, atol={w.atol})")
+    elif w.tiny:
         t0 = time.perf_counter()
         for _ in range(100):
             fn(*args)
         per = (time.perf_counter() - t0) / 100
-        calls = int(min(100_000, max(100, 2e-3 / max(per, 1e-9))))
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            demo.materialize(fn(*args))
-        samples.append((time.perf_counter() - t0) * 1e3 / calls)
-    return {"status": "ok", "first_call_ms": first, "median_ms": statistics.median(samples),
-            "samples_ms": samples, "calls_per_sample": calls}
+        rec["calls_per_sample"] = int(min(100_000, max(100, 2e-3 / max(per, 1e-9))))
+    return rec
 
 
-def run_in_process(name: str, w, args: tuple, ref: Any, factory: Callable,
-                   repeat: int) -> dict[str, Any]:
-    """Build one contender for one workload and measure it, turning failures into records."""
+def take_sample(fn: Callable, args: tuple, rec: dict[str, Any]) -> None:
+    """One timed sample (``calls_per_sample`` calls) appended to ``rec``; medians updated."""
+    calls = rec["calls_per_sample"]
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        demo.materialize(fn(*args))
+    rec["samples_ms"].append((time.perf_counter() - t0) * 1e3 / calls)
+    rec["median_ms"] = statistics.median(rec["samples_ms"])
+    rec["min_ms"] = min(rec["samples_ms"])
+
+
+def prepare(w, args: tuple, ref: Any, factory: Callable) -> tuple[Callable | None, dict]:
+    """Build one contender and make its first call; failures become n/a records."""
     try:
         fn = factory(w)
     except Unavailable as exc:
-        return {"status": "n/a", "reason": str(exc)}
+        return None, {"status": "n/a", "reason": str(exc)}
     except Exception as exc:  # noqa: BLE001 - a broken contender must not stop the bench
-        return {"status": "n/a", "reason": f"could not build: {_short(exc)}"}
+        return None, {"status": "n/a", "reason": f"could not build: {_short(exc)}"}
     try:
-        return measure(fn, args, ref, w, repeat)
+        rec = first_call(fn, args, ref, w)
     except Exception as exc:  # noqa: BLE001
-        return {"status": "n/a", "reason": f"failed: {_short(exc)}"}
+        return None, {"status": "n/a", "reason": f"failed: {_short(exc)}"}
+    return (fn if rec["status"] == "ok" else None), rec
+
+
+def measure_interleaved(w, args: tuple, ref: Any, factories: dict[str, Callable],
+                        repeat: int) -> dict[str, dict]:
+    """Measure several contenders round-robin, one sample each per round.
+
+    Interleaving matters on a shared machine: load that comes and goes then hits every
+    contender alike instead of whichever happened to be running.
+    """
+    live, results = {}, {}
+    for c, factory in factories.items():
+        fn, results[c] = prepare(w, args, ref, factory)
+        if fn is not None:
+            live[c] = fn
+    for _ in range(repeat):
+        for c, fn in list(live.items()):
+            try:
+                take_sample(fn, args, results[c])
+            except Exception as exc:  # noqa: BLE001
+                results[c] = {"status": "n/a", "reason": f"failed: {_short(exc)}"}
+                del live[c]
+    return results
 
 
 def _run_worker_subprocess(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
@@ -351,12 +378,13 @@ def run_bench(names: Sequence[str], contenders: Sequence[str] = CONTENDERS, quic
         w = WORKLOADS[name]
         args = w.make_args(quick)
         ref = demo.materialize(w.numpy_fn(*args))
-        results: dict[str, dict] = {}
-        for c in contenders:
-            if c == "torch" and not (compilers and "torch" in compilers):
-                results[c] = run_isolated("torch", name, quick, repeat, torch_timeout)
-            else:
-                results[c] = run_in_process(c, w, args, ref, factories[c], repeat)
+        isolated = {c: None for c in contenders
+                    if c == "torch" and not (compilers and "torch" in compilers)}
+        here = measure_interleaved(w, args, ref, {c: factories[c] for c in contenders
+                                                  if c not in isolated}, repeat)
+        for c in isolated:
+            isolated[c] = run_isolated(c, name, quick, repeat, torch_timeout)
+        results = {c: here[c] if c in here else isolated[c] for c in contenders}
         out[name] = {"description": w.description, "tiny": w.tiny, "results": results,
                      "ratios": ratios(results)}
         log(f"# {name}: " + ", ".join(
@@ -528,8 +556,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         w = WORKLOADS[name]
         args = w.make_args(opts.quick)
         ref = demo.materialize(w.numpy_fn(*args))
-        rec = run_in_process(opts.worker, w, args, ref,
-                             default_compilers(opts.numaccel_backend)[opts.worker], repeat)
+        rec = measure_interleaved(w, args, ref, {opts.worker: default_compilers(
+            opts.numaccel_backend)[opts.worker]}, repeat)[opts.worker]
         print(MARK + json.dumps(rec))
         return 0
 
