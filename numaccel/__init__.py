@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import ml_dtypes as _ml_dtypes
 
+from . import cpu_features as _cpu_features
+
+# before Numba is imported anywhere: it reads the instruction set once
+_cpu_features.init_from_env()
+cpu_capability = _cpu_features.cpu_capability
+
 from .backends import register_backend, register_kernel, get_backend, list_backends  # noqa
 from . import interp as _interp  # noqa: F401  (registers the built-in backends)
 

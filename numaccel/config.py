@@ -29,6 +29,17 @@ class Config:
     #: event kinds printed to stderr (see module docstring)
     logs: frozenset = field(default_factory=_env_logs)
 
+    @property
+    def cpu_capability(self) -> str:
+        """Instruction set of compiled CPU kernels: "avx512", "avx2" or "default"."""
+        from .cpu_features import cpu_capability
+        return cpu_capability()
+
+    @cpu_capability.setter
+    def cpu_capability(self, value: str) -> None:
+        from .cpu_features import set_capability
+        set_capability(value)
+
     def log_enabled(self, kind: str) -> bool:
         return kind in self.logs or "all" in self.logs
 

@@ -87,12 +87,12 @@ class NumpyBackend(Backend):
         return run
 
 
-class CpuBackend(NumpyBackend):
-    """The CPU backend. Until the Numba compiler lands (issue 3) it runs the reference
-    interpreter, so `backend="cpu"` is correct but not yet fast."""
-
-    name = "cpu"
-
-
 register_backend("numpy", NumpyBackend, replace=True)
-register_backend("cpu", CpuBackend, replace=True)
+
+
+def _cpu_factory():
+    from .lower.cpu import CpuBackend
+    return CpuBackend()
+
+
+register_backend("cpu", _cpu_factory, replace=True)

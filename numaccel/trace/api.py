@@ -270,8 +270,14 @@ class Accelerated:
         run = self.segment_cache.get(key)
         if run is None:
             self._counts["compiles"] += 1
-            run = self.segment_cache[key] = self.backend.compile(g)
-        return run(values, {})
+            run = self.segment_cache[key] = self._compile(g)
+        try:
+            return run(values, {})
+        except Exception:  # noqa: BLE001
+            if self.backend_name == "numpy":
+                raise
+            run = self.segment_cache[key] = get_backend("numpy").compile(g)
+            return run(values, {})
 
     def _trace_and_run(self, tree, leaves, dyn, segmented=False):
         st = TraceState(fullgraph=self.fullgraph, run_segment=self._run_segment,
@@ -349,7 +355,7 @@ class Accelerated:
         values = {k: v for k, v, _ in st.specialized}
         specs = [_spec_of(x, dims) for x, dims in zip(leaves, dims_of)]
         guards = _dedupe(st.guards)
-        run = self.backend.compile(graph)
+        run = self._compile(graph)
         self._counts["compiles"] += 1
         e = Entry("graph", tree, specs, guards, values, run, out_tree, out_leaves, mutations,
                   graph, check_alias=bool(mutations))
@@ -361,8 +367,33 @@ class Accelerated:
                                f"({env})")
         if e.check_alias and _aliased(leaves):
             raise NotImplementedError("arguments that share memory are mutated in place")
+        try:
+            outs = run(leaves, env)
+        except Exception as exc:  # noqa: BLE001
+            if self.backend_name == "numpy":
+                raise
+            # a backend limitation must never cost a wrong or failed call: the reference
+            # interpreter runs this graph instead (and raises NumPy's error if it is the
+            # program's own)
+            log("graph_breaks", f"{self.fn.__qualname__}: backend {self.backend_name!r} "
+                                f"failed ({type(exc).__name__}: {exc}); using the reference "
+                                "interpreter for this graph")
+            e.run = run = get_backend("numpy").compile(graph)
+            e.reason = f"{self.backend_name} backend failed: {type(exc).__name__}: {exc}"
+            outs = run(leaves, env)
         self.entries.append(e)
-        return self._finish(e, leaves, run(leaves, env))
+        return self._finish(e, leaves, outs)
+
+    def _compile(self, graph):
+        try:
+            return self.backend.compile(graph)
+        except Exception as exc:  # noqa: BLE001
+            if self.backend_name == "numpy":
+                raise
+            log("graph_breaks", f"{self.fn.__qualname__}: backend {self.backend_name!r} "
+                                f"cannot compile this graph ({type(exc).__name__}: {exc}); "
+                                "using the reference interpreter")
+            return get_backend("numpy").compile(graph)
 
     def _finish_segmented(self, st, tree, leaves, dims_of, out_tree, out_flat, mutated,
                           already):

@@ -1,0 +1,154 @@
+"""Graph passes before codegen: simplify (CSE + DCE) and fuse (plan kernels).
+
+Fusion plan: elementwise nodes the renderer supports are grouped into loop kernels.
+A node gets its own buffer (is *materialized*) when it is an output, is used by
+something that is not a same-shape elementwise op or reduction, or is used more than
+once (so expensive subexpressions are not recomputed). Each materialized elementwise node
+is the root of a kernel that computes its non-materialized producers inline; each
+fusible reduction is a kernel that computes its producers inline while accumulating.
+Movement ops that NumPy does as views (basic slicing, transpose, broadcast_to, reshape,
+flip) cost nothing: the wrapper applies them to buffers and the kernel indexes the views.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..graph import Graph, Node, freeze
+from .render import supported
+
+VIEW_OPS = {"getitem", "transpose", "broadcast_to", "reshape", "flip", "real"}
+LEAF_OPS = {"input", "const", "scalar"}
+REDUCE_UFUNCS = {"add", "multiply", "maximum", "minimum", "logical_or", "logical_and"}
+
+
+def simplify(graph: Graph) -> Graph:
+    """Common-subexpression elimination and dead-code elimination."""
+    g = Graph()
+    seen, remap = {}, {}
+    for n in graph.nodes:
+        inputs = tuple(remap[i] for i in n.inputs)
+        if n.op in ("input", "const"):
+            key = None
+        else:
+            key = (n.op, inputs, freeze(n.attrs), str(n.aval), n.scalar)
+        if key is not None and key in seen:
+            remap[n.id] = seen[key]
+            continue
+        new = g.add(n.op, inputs, n.attrs, n.aval, n.scalar)
+        if n.id in graph.consts:
+            g.consts[new.id] = graph.consts[n.id]
+        remap[n.id] = new.id
+        if key is not None:
+            seen[key] = new.id
+    g.outputs = [remap[i] for i in graph.outputs]
+    return g.prune()
+
+
+@dataclass
+class Kernel:
+    kind: str                 # "map" | "reduce"
+    root: int                 # node id whose value the kernel produces
+    nodes: list               # node ids computed inside, topological order
+    operands: list            # node ids read from buffers/scalars
+    extra: dict = field(default_factory=dict)
+
+
+def is_reduce_fusible(n: Node, graph: Graph) -> bool:
+    if n.op == "ufunc_reduce":
+        if n.attrs.get("dtype") is not None or n.attrs["ufunc"] not in REDUCE_UFUNCS:
+            return False
+    elif n.op == "mean":
+        if n.attrs.get("dtype") is not None:
+            return False
+    else:
+        return False
+    src = graph.nodes[n.inputs[0]].aval
+    dts = {np.dtype(src.dtype).kind, n.aval.dtype.kind}
+    return not (dts & set("cOSUVmM")) and src.ndim >= 1
+
+
+def classify(graph: Graph) -> dict:
+    kinds = {}
+    for n in graph.nodes:
+        if n.op in LEAF_OPS:
+            kinds[n.id] = "leaf"
+        elif n.op in VIEW_OPS:
+            kinds[n.id] = "view"
+        elif n.aval.ndim >= 1 and not n.aval.weak and _is_ew(n, graph) and \
+                supported(n, [graph.nodes[i].aval.dtype for i in n.inputs]) and \
+                _literals_fit(n, graph):
+            kinds[n.id] = "ew"
+        elif is_reduce_fusible(n, graph):
+            kinds[n.id] = "red"
+        else:
+            kinds[n.id] = "np"
+    return kinds
+
+
+def _is_ew(n, graph):
+    from ..ops import get_op
+    return get_op(n.op).kind == "elementwise" and n.op != "pyop"
+
+
+def _literals_fit(n, graph):
+    """NumPy raises for a Python int that does not fit the array's dtype: keep those in
+    NumPy (the compiled cast would wrap silently)."""
+    for i in n.inputs:
+        m = graph.nodes[i]
+        if m.op == "scalar" and m.attrs.get("weak") == "int":
+            dt = n.aval.dtype if n.aval.dtype.kind in "iu" else None
+            if dt is not None and not (np.iinfo(dt).min <= m.attrs["value"] <= np.iinfo(dt).max):
+                return False
+    return True
+
+
+def fuse(graph: Graph):
+    """Plan: (kinds, materialized set, kernels by root id)."""
+    kinds = classify(graph)
+    consumers = {n.id: [] for n in graph.nodes}
+    for n in graph.nodes:
+        for i in dict.fromkeys(n.inputs):
+            consumers[i].append(n.id)
+    outputs = set(graph.outputs)
+    mat = set()
+    for n in graph.nodes:
+        if kinds[n.id] != "ew":
+            continue
+        cs = consumers[n.id]
+        shape = str(n.aval.shape)
+        ok = n.id not in outputs and len(cs) == 1
+        for c in cs:
+            kc = kinds[c]
+            if kc == "ew" and str(graph.nodes[c].aval.shape) == shape:
+                continue
+            if kc == "red" and graph.nodes[c].inputs[0] == n.id:
+                continue
+            ok = False
+        if not ok:
+            mat.add(n.id)
+    kernels = {}
+    for n in graph.nodes:
+        k = kinds[n.id]
+        if (k == "ew" and n.id in mat) or k == "red":
+            body, operands = [], []
+            _collect(graph, kinds, mat, n.id, body, operands, set(), top=True)
+            kernels[n.id] = Kernel("map" if k == "ew" else "reduce", n.id, body, operands)
+    return kinds, mat, kernels
+
+
+def _collect(graph, kinds, mat, nid, body, operands, seen, top=False):
+    if nid in seen:
+        return
+    seen.add(nid)
+    n = graph.nodes[nid]
+    inline = top or (kinds[nid] == "ew" and nid not in mat)
+    if not inline:
+        operands.append(nid)
+        return
+    srcs = n.inputs
+    for i in srcs:
+        _collect(graph, kinds, mat, i, body, operands, seen)
+    if kinds[nid] == "ew":
+        body.append(nid)

@@ -1,0 +1,200 @@
+"""The fused Numba CPU backend gives NumPy's results (dtypes, shapes, values)."""
+import numpy as np
+import pytest
+
+import numaccel
+from numaccel.lower.passes import fuse, simplify
+
+from conftest import BF16, assert_same, check_np
+
+
+def cpu(fn, *args, **kw):
+    return check_np(fn, *args, backend="cpu", **kw)
+
+
+def kernels_of(acc):
+    run = acc.entries[-1].run
+    assert hasattr(run, "steps"), "the cpu backend fell back to the reference interpreter"
+    return run
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", BF16])
+def test_elementwise_chain_fuses_into_one_kernel(dtype, rng):
+    x = rng.standard_normal((37, 5)).astype(dtype)
+    y = rng.standard_normal((37, 5)).astype(dtype)
+    acc = cpu(lambda x, y: np.sin(x) * y + np.exp(-x) * 0.5, x, y)
+    run = kernels_of(acc)
+    assert [type(s).__name__ for s in run.steps] == ["MapStep"]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64", "uint64", "bool"])
+def test_integer_and_bool_semantics(dtype, rng):
+    x = (rng.integers(0, 100, (6, 7)) if dtype != "bool" else rng.random((6, 7)) > .5)
+    x = x.astype(dtype)
+    cpu(lambda x: (x + x) * 3 - 1 if x.dtype != np.bool_ else x & ~x | x, x)
+    cpu(lambda x: np.maximum(x, 7) + (x > 3) + np.where(x < 50, x, 0), x)
+    cpu(lambda x: (x == 4) | (x != 2), x)
+
+
+def test_mixed_dtypes_and_weak_scalars(rng):
+    a = rng.standard_normal(50).astype(np.float32)
+    i = rng.integers(-5, 5, 50).astype(np.int16)
+    cpu(lambda a, i: a * i + 2.5, a, i)
+    cpu(lambda a, i: i * 3 + np.int64(2), a, i)
+    cpu(lambda a, i: (a > 0) * 1.5 + i.astype(np.float64), a, i)
+    cpu(lambda a, dt: a * dt - dt, a, 0.25)
+    # a Python int out of the array's range: NumPy raises, so must the cpu backend
+    with pytest.raises(OverflowError):
+        numaccel.accelerate(lambda i: i + 70000, backend="cpu")(i)
+
+
+def test_nan_inf_semantics(rng):
+    x = np.array([np.nan, -np.inf, np.inf, 0.0, -0.0, 1.0, -2.5, 1e30], np.float32)
+    y = x[::-1].copy()
+    cpu(lambda x, y: (np.maximum(x, y), np.minimum(x, y), np.fmax(x, y), np.fmin(x, y)), x, y)
+    cpu(lambda x: (np.isnan(x), np.isinf(x), np.isfinite(x), np.sign(x), np.abs(x)), x)
+    cpu(lambda x: (np.exp(x), np.log(x), np.sqrt(x), np.tanh(x), 1 / x), x)
+    cpu(lambda x: np.clip(x, -1, 1), x)
+    cpu(lambda x: (x.max(), x.min(), x.sum()), x)
+
+
+def test_views_broadcast_and_noncontiguous(rng):
+    a = rng.standard_normal((8, 9))
+    cpu(lambda a: a[1:-1, 2:] + a[1:-1, :-2] - 2 * a[1:-1, 1:-1], a)
+    cpu(lambda a: a.T * a[:, 0] + a[::-1, ::2].sum(), a)
+    cpu(lambda a: a + a[:, :1] * a[:1, :], a)
+    cpu(lambda a: np.exp(a) * 2, a[::2, ::3])
+    cpu(lambda a: np.exp(a) * 2, np.asfortranarray(a))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2)])
+@pytest.mark.parametrize("name", ["sum", "max", "min", "mean", "prod", "any", "all"])
+def test_fused_reductions(name, axis, rng):
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    fn = getattr(np, name)
+    acc = cpu(lambda x: fn(np.abs(x) * 2 - 1, axis=axis), x, calls=1)
+    assert any(type(s).__name__ == "ReduceStep" for s in kernels_of(acc).steps)
+    cpu(lambda x: fn(x, axis=axis, keepdims=True), x, calls=1)
+
+
+def test_long_full_reductions_are_accurate(rng):
+    x = rng.standard_normal(300_001).astype(np.float32)
+    cpu(lambda x: (x.sum(), (x * x).mean(), x.max(), np.abs(x).min()), x, rtol=1e-6)
+    cpu(lambda x: np.sum(x[::3] > 0), x)
+
+
+def test_reductions_of_empty_and_size_one(rng):
+    cpu(lambda x: (x.sum(), x.sum(axis=0), x.prod(axis=1)), np.zeros((0, 3)))
+    cpu(lambda x: (x.max(axis=1), x.mean()), rng.standard_normal((1, 1)))
+    f = numaccel.accelerate(lambda x: x.max(), backend="cpu")
+    with pytest.raises(ValueError, match="zero-size"):
+        f(np.zeros(0))
+
+
+def test_softmax_layernorm_rowwise(rng):
+    def softmax(x):
+        m = x.max(axis=-1, keepdims=True)
+        e = np.exp(x - m)
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def layernorm(x, g, b):
+        mu = x.mean(axis=-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-5) * g + b
+    x = rng.standard_normal((33, 65)).astype(np.float32)
+    cpu(softmax, x)
+    cpu(layernorm, x, rng.standard_normal(65).astype(np.float32),
+        rng.standard_normal(65).astype(np.float32))
+
+
+def test_inplace_stencil_time_loop_reuses_one_kernel(rng):
+    def heat(u, steps):
+        for _ in range(steps):
+            u[1:-1, 1:-1] += 0.1 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2]
+                                    - 4 * u[1:-1, 1:-1])
+        return u
+    acc = cpu(heat, rng.standard_normal((20, 30)), 25)
+    run = kernels_of(acc)
+    mods = {id(m) for s in run.steps if hasattr(s, "mods") for m in s.mods.values()}
+    assert len(mods) <= 2   # 25 identical step bodies share compiled kernels
+
+
+def test_unsupported_nodes_run_in_numpy_inside_the_graph(rng):
+    z = (rng.standard_normal(10) + 1j * rng.standard_normal(10))
+    a = rng.integers(1, 9, 10)
+    acc = cpu(lambda z, a: (np.abs(z * 2) + a // 3 + a % 4, np.cumsum(a)), z, a)
+    kinds = [type(s).__name__ for s in kernels_of(acc).steps]
+    assert "NumpyStep" in kinds
+
+
+def test_dynamic_shapes_on_cpu(rng):
+    f = numaccel.accelerate(lambda x, y: np.sin(x) * y + x.sum(), backend="cpu")
+    for n in range(3, 30):
+        x, y = rng.standard_normal(n), rng.standard_normal(n)
+        assert_same(f(x, y), np.sin(x) * y + x.sum())
+    assert f.cache_info().compiles == 2
+
+
+def test_cse_and_fusion_plan():
+    import numaccel.trace.api as api  # noqa: F401
+    f = numaccel.accelerate(lambda x: np.exp(x) + np.exp(x), backend="numpy")
+    f(np.ones(3))
+    g = simplify(f.entries[0].graph)
+    assert sum(n.op == "exp" for n in g.nodes) == 1
+    kinds, mat, kernels = fuse(g)
+    assert len(kernels) == 1
+
+
+DISK_SCRIPT = r"""
+import numpy as np, numaccel
+f = numaccel.accelerate(lambda x, y: np.exp(x) * y - x.sum(axis=-1, keepdims=True))
+x = np.ones((50, 40), np.float32)
+f(x, x)
+run = f.entries[0].run
+disp = [m.kernel_ser for s in run.steps for m in getattr(s, "mods", {}).values()
+        if hasattr(m, "kernel_ser")] + [m[0].kernel_ser for s in run.steps
+        for m in getattr(s, "mods", {}).values() if isinstance(m, tuple)]
+print(sum(sum(d.stats.cache_hits.values()) for d in disp),
+      sum(sum(d.stats.cache_misses.values()) for d in disp))
+"""
+
+
+def test_second_process_loads_kernels_from_disk_cache(tmp_path):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMACCEL_CACHE_DIR=str(tmp_path))
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", DISK_SCRIPT], env=env, text=True,
+                             capture_output=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return [int(v) for v in out.stdout.split()]
+    hits, misses = run()
+    assert misses > 0 and hits == 0
+    hits, misses = run()
+    assert hits > 0 and misses == 0
+    # a corrupted generated file is detected and rewritten, never served
+    for p in (tmp_path / "kernels").glob("k_*.py"):
+        p.write_text("garbage = (")
+    hits, misses = run()
+    assert hits + misses > 0
+
+
+def test_hypothesis_programs_on_cpu():
+    from hypothesis import HealthCheck, given, settings
+
+    from test_trace_hypothesis import programs, run_program
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(programs())
+    def check(prog):
+        arrays, steps = prog
+        with np.errstate(all="ignore"):
+            try:
+                ref = run_program(steps, *arrays)
+            except (ValueError, TypeError):
+                return
+        f = numaccel.accelerate(lambda *a: run_program(steps, *a), backend="cpu")
+        assert_same(f(*arrays), ref)
+    check()
