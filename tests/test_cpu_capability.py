@@ -14,7 +14,7 @@ f = numaccel.accelerate(lambda x, y: x * y + 1.5, backend="cpu")
 x = np.ones(100_000, np.float32)
 f(x, x)
 run = f.entries[0].run
-mod = run.steps[0].mods[1]
+mod = next(iter(run.steps[0].mods.values()))
 fn = mod.kernel_par
 asm = "\n".join(fn.inspect_asm().values())
 print(numaccel.cpu_capability(), "zmm" in asm, "ymm" in asm)
