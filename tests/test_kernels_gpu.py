@@ -76,12 +76,22 @@ def test_build_check_quick_compiles_every_kernel_family_for_sm90_and_sm80():
 
 @pytest.mark.slow
 def test_build_check_every_kernel_and_signature():
-    r = _run(["-m", "numaccel.kernels_gpu", "--build-check"], sim=False)
+    r = _run(["-m", "numaccel.kernels_gpu", "--build-check", "--jobs", "2"], sim=False)
     passes = _check_build_output(r, FAMILIES)
     for dt in ("f16", "bf16"):      # 16-bit variants of the big kernels are in the full set
         for fam in ("sdpa_fwd", "sdpa_bwd_dq", "sdpa_bwd_dkv", "matmul[none]",
                     "sparse24_linear[none]", "softmax[rows]", "layer_norm[rows]"):
             assert any(f" {fam} {dt}" in ln for ln in passes), (fam, dt)
+
+
+@pytest.mark.slow
+def test_build_check_parallel_workers_merge_their_lines():
+    r = _run(["-m", "numaccel.kernels_gpu", "--build-check", "--only", "reduce_sum[rows] f32",
+              "--jobs", "2"], sim=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert sorted(ln.split()[1] for ln in lines[:-1]) == ["sm_80", "sm_90"]
+    assert lines[-1] == "2 passed, 0 failed"
 
 
 def test_build_check_reports_a_kernel_that_does_not_compile(monkeypatch):

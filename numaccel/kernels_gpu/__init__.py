@@ -45,23 +45,33 @@ def is_available() -> bool:
     if importlib.util.find_spec("numba_cuda") is None:
         return False
     from numba import cuda
-    from numba.cuda import config
-    return bool(config.ENABLE_CUDASIM) or bool(cuda.is_available())
+
+    from ._runtime import SIM
+    return SIM or bool(cuda.is_available())
 
 
 if importlib.util.find_spec("numba_cuda") is not None:
     # Eager: binding the functions after their modules are imported keeps
     # ``kernels_gpu.matmul`` the function even though a submodule has the same name.
     from ._runtime import Bf16Device, device_info  # noqa: E402
+    from .build import build_check  # noqa: E402
     from .elementwise import ElementwiseKernel, copy, elementwise, render_source  # noqa: E402
     from .matmul import ACTIVATIONS, last_dispatch, matmul  # noqa: E402
-    from .reduce import (layer_norm, reduce_argmax, reduce_argmin, reduce_max,  # noqa: E402
-                         reduce_min, reduce_sum, softmax)
-    from .sdpa import (scaled_dot_product_attention,  # noqa: E402
-                       scaled_dot_product_attention_backward,
-                       scaled_dot_product_attention_with_lse)
+    from .reduce import (  # noqa: E402
+        layer_norm,
+        reduce_argmax,
+        reduce_argmin,
+        reduce_max,
+        reduce_min,
+        reduce_sum,
+        softmax,
+    )
+    from .sdpa import (  # noqa: E402
+        scaled_dot_product_attention,
+        scaled_dot_product_attention_backward,
+        scaled_dot_product_attention_with_lse,
+    )
     from .sparse24 import Sparse24Device, sparse24_linear  # noqa: E402
-    from .build import build_check  # noqa: E402
 else:
     def __getattr__(name):
         if name in __all__:

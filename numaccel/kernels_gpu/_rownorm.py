@@ -6,9 +6,9 @@ from typing import Iterator, Optional
 
 import numpy as np
 from numba import cuda
-from numba.cuda import types as nt
 
 from . import _runtime as rt
+from ._runtime import nt
 from .elementwise import copy as _copy
 
 __all__ = ["softmax", "layer_norm"]

@@ -23,8 +23,13 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 from numba import cuda
-from numba.cuda import config as _cuda_config
-from numba.cuda import types as nt
+
+try:        # numba-cuda >= 0.2x vendors its own core; older releases use numba's
+    from numba.cuda import config as _cuda_config
+    from numba.cuda import types as nt
+except ImportError:     # pragma: no cover - depends on the installed numba-cuda
+    from numba.core import config as _cuda_config
+    from numba.core import types as nt
 
 SIM: bool = bool(_cuda_config.ENABLE_CUDASIM)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)

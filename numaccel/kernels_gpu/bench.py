@@ -71,9 +71,16 @@ def run(quick: bool = False) -> int:
     import cupy as cp
     import numpy as np
 
-    from . import (elementwise, matmul, reduce_sum, scaled_dot_product_attention,
-                   scaled_dot_product_attention_backward, scaled_dot_product_attention_with_lse,
-                   softmax, sparse24_linear)
+    from . import (
+        elementwise,
+        matmul,
+        reduce_sum,
+        scaled_dot_product_attention,
+        scaled_dot_product_attention_backward,
+        scaled_dot_product_attention_with_lse,
+        softmax,
+        sparse24_linear,
+    )
     from ._runtime import device_info
     from .sparse24 import Sparse24Device
     reps = 5 if quick else 20

@@ -79,12 +79,19 @@ def quick_specs(specs) -> list:
 
 
 def build_check(ccs: Iterable = DEFAULT_CCS, stream=None, use_ptxas: bool = True,
-                only: Optional[str] = None, quick: bool = False) -> tuple[int, int]:
+                only: Optional[str] = None, quick: bool = False, jobs: int = 1,
+                shard: Optional[tuple] = None) -> tuple[int, int]:
     """Compile all kernels for each ``cc``; print one line each; return (passed, failed).
 
-    ``quick`` compiles one signature per kernel family instead of all of them.
+    ``quick`` compiles one signature per kernel family instead of all of them. ``jobs > 1``
+    splits the work over that many worker processes (compilation is CPU-bound and
+    single-threaded); ``shard=(i, n)`` is what one worker does: every n-th item from i.
     """
+    ccs = [tuple(c) for c in ccs]
+    if jobs > 1 and shard is None:
+        return _build_parallel(ccs, stream or sys.stdout, use_ptxas, only, quick, jobs)
     from numba import cuda
+
     from ._runtime import SIM
     if SIM:
         raise RuntimeError("build_check cannot run with NUMBA_ENABLE_CUDASIM=1: run it in a "
@@ -94,23 +101,51 @@ def build_check(ccs: Iterable = DEFAULT_CCS, stream=None, use_ptxas: bool = True
     specs = [s for s in all_specs() if only is None or only in s[0]]
     if quick:
         specs = quick_specs(specs)
-    for cc in ccs:
-        for label, disp, argtypes in specs:
-            t0 = time.perf_counter()
-            sig = "(" + ", ".join(str(a) for a in argtypes) + ")"
-            try:
-                with _target_cc(cc):
-                    ptx, _ = cuda.compile_ptx(disp.py_func, argtypes, cc=cc)
-                if f".target sm_{cc[0]}{cc[1]}" not in ptx:
-                    raise RuntimeError("PTX does not name the requested target")
-                tool = _ptxas(ptx, cc) if use_ptxas else None
-                dt = time.perf_counter() - t0
-                print(f"PASS sm_{cc[0]}{cc[1]} {label} {sig} [{len(ptx)} B PTX"
-                      f"{', ' + tool if tool else ''}, {dt:.1f}s]", file=out, flush=True)
-                passed += 1
-            except Exception as e:      # noqa: BLE001 - every failure is reported, not raised
-                print(f"FAIL sm_{cc[0]}{cc[1]} {label} {sig}: {type(e).__name__}: "
-                      f"{str(e).splitlines()[0] if str(e) else ''}", file=out, flush=True)
-                failed += 1
+    work = [(cc, s) for cc in ccs for s in specs]
+    if shard is not None:
+        work = work[shard[0]::shard[1]]
+    for cc, (label, disp, argtypes) in work:
+        t0 = time.perf_counter()
+        sig = "(" + ", ".join(str(a) for a in argtypes) + ")"
+        try:
+            with _target_cc(cc):
+                ptx, _ = cuda.compile_ptx(disp.py_func, argtypes, cc=cc)
+            if f".target sm_{cc[0]}{cc[1]}" not in ptx:
+                raise RuntimeError("PTX does not name the requested target")
+            tool = _ptxas(ptx, cc) if use_ptxas else None
+            dt = time.perf_counter() - t0
+            print(f"PASS sm_{cc[0]}{cc[1]} {label} {sig} [{len(ptx)} B PTX"
+                  f"{', ' + tool if tool else ''}, {dt:.1f}s]", file=out, flush=True)
+            passed += 1
+        except Exception as e:      # noqa: BLE001 - every failure is reported, not raised
+            print(f"FAIL sm_{cc[0]}{cc[1]} {label} {sig}: {type(e).__name__}: "
+                  f"{str(e).splitlines()[0] if str(e) else ''}", file=out, flush=True)
+            failed += 1
+    print(f"{passed} passed, {failed} failed", file=out, flush=True)
+    return passed, failed
+
+
+def _build_parallel(ccs, out, use_ptxas, only, quick, jobs) -> tuple[int, int]:
+    cmd = [sys.executable, "-m", "numaccel.kernels_gpu", "--build-check",
+           "--cc", ",".join(f"{a}{b}" for a, b in ccs)]
+    cmd += (["--quick"] if quick else []) + ([] if use_ptxas else ["--no-ptxas"])
+    cmd += ["--only", only] if only else []
+    procs = [subprocess.Popen(cmd + ["--shard", f"{i}/{jobs}"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in range(jobs)]
+    passed = failed = 0
+    for p in procs:
+        text, _ = p.communicate()
+        lines = text.strip().splitlines()
+        tail = lines[-1] if lines else ""
+        parts = tail.split()
+        if len(parts) == 4 and parts[1] == "passed," and parts[3] == "failed":
+            passed += int(parts[0])
+            failed += int(parts[2])
+            lines = lines[:-1]
+        else:                       # a worker that crashed counts as one failure
+            failed += 1
+            lines.append(f"FAIL worker {procs.index(p)}: exit status {p.returncode}")
+        for ln in lines:
+            print(ln, file=out, flush=True)
     print(f"{passed} passed, {failed} failed", file=out, flush=True)
     return passed, failed

@@ -112,7 +112,7 @@ def _storer(kind):
         return rt.STORE[kind]
     dt = np.dtype(kind)
     if dt not in _STORE_CACHE:
-        from numba.cuda import types as nt
+        nt = rt.nt
         ty = nt.boolean if dt == np.bool_ else getattr(nt, dt.name)
         if dt == np.bool_:
             ty = nt.uint8
@@ -223,7 +223,7 @@ class ElementwiseKernel:
     def specs(self, ndim: int, kinds: tuple, out_kind="f32", nscalar: int = 0,
               layout: str = "A") -> Iterator[tuple]:
         """``(label, dispatcher, argtypes)`` for a PTX build check of this kernel."""
-        from numba.cuda import types as nt
+        nt = rt.nt
         k = self.kernel_for(ndim, tuple(kinds), nscalar, out_kind)
 
         def arr(kind):

@@ -25,9 +25,9 @@ from typing import Iterator, Optional
 
 import numpy as np
 from numba import cuda
-from numba.cuda import types as nt
 
 from . import _runtime as rt
+from ._runtime import nt
 
 __all__ = ["matmul", "ACTIVATIONS", "last_dispatch", "CUBLAS_MIN_FLOPS"]
 
@@ -220,6 +220,10 @@ def matmul(a, b, bias=None, activation: Optional[str] = None, *, trans_b: bool =
         from .elementwise import copy
         da = rt._as_numba(copy(da))
     a2 = rt.reshape(da, (M, K))
+    if backend == "cublas" and not (ka == kb and ka in ("f32", "f16", "f64")):
+        raise TypeError(f"matmul: backend='cublas' needs a and b of one dtype among float32, "
+                        f"float16, float64 (CuPy has no bfloat16), got {ka} and {kb}; use "
+                        "backend='numba'")
     use_cublas = backend == "cublas" or (
         backend == "auto" and rt.have_cupy() and ka == kb and ka in ("f32", "f16", "f64")
         and 2 * M * N * K >= CUBLAS_MIN_FLOPS)
@@ -244,6 +248,7 @@ def matmul(a, b, bias=None, activation: Optional[str] = None, *, trans_b: bool =
 def _cublas(a2, b, bias, activation, trans_b, kout):
     """cuBLAS through CuPy (tensor cores for f16 / TF32-capable f32), then one epilogue."""
     import cupy
+
     from .elementwise import elementwise
     ca, cb = cupy.asarray(a2), cupy.asarray(b)
     prod = cupy.matmul(ca, cb.T if trans_b else cb)

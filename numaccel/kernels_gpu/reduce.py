@@ -28,8 +28,7 @@ import numpy as np
 from numba import cuda
 
 from . import _runtime as rt
-from numba.cuda import types as nt
-
+from ._runtime import nt
 from .elementwise import copy as _copy
 
 __all__ = ["reduce_sum", "reduce_max", "reduce_min", "reduce_argmax", "reduce_argmin",

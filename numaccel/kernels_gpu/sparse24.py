@@ -28,9 +28,9 @@ from typing import Iterator, Optional
 
 import numpy as np
 from numba import cuda
-from numba.cuda import types as nt
 
 from . import _runtime as rt
+from ._runtime import nt
 from .matmul import ACTIVATIONS
 
 __all__ = ["sparse24_linear", "Sparse24Device", "to_device"]

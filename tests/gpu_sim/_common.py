@@ -16,9 +16,43 @@ pytest.importorskip("numba_cuda")
 
 from numaccel.kernels_gpu import _runtime as rt  # noqa: E402
 
-# The simulator runs each CUDA thread as a Python thread and its scheduler polls them: a
-# short GIL switch interval makes syncthreads-heavy kernels ~5x faster there.
+
+
+def _patch_simulator_shared_arrays():
+    """Make the simulator's ``cuda.shared.array`` thread-safe.
+
+    numba-cuda's ``FakeCUDAShared.array`` looks an allocation up by the caller's source line
+    and creates it when missing without a lock: two threads of one block that get there at
+    the same time can each get a private "shared" array (wrong results, rarely; often with
+    the short switch interval below). Same logic, under a lock.
+    """
+    import threading
+    import traceback
+
+    from numba.cuda.simulator import kernelapi
+
+    lock = threading.Lock()
+    orig = kernelapi.FakeCUDAShared.array
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:
+            return orig(self, shape, dtype, alignment)
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
+        caller = traceback.extract_stack(sys._getframe())[-2][0:2]
+        with lock:
+            res = self._allocations.get(caller)
+            if res is None:
+                res = self._allocations[caller] = np.empty(shape, dtype)
+        return res
+
+    kernelapi.FakeCUDAShared.array = array
+
+
 if rt.SIM:
+    _patch_simulator_shared_arrays()
+    # The simulator runs each CUDA thread as a Python thread and its scheduler polls them:
+    # a short GIL switch interval makes syncthreads-heavy kernels ~5x faster there.
     sys.setswitchinterval(1e-5)
 
 SIM = rt.SIM

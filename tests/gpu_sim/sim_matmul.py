@@ -78,6 +78,8 @@ def test_errors():
         matmul(np.ones((2, 3), np.int32), np.ones((3, 2), np.int32))
     with pytest.raises(ValueError, match="bias"):
         matmul(np.ones((2, 3), np.float32), np.ones((3, 2), np.float32), np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="bfloat16"):
+        matmul(np.ones((2, 3), BF16), np.ones((3, 2), BF16), backend="cublas")
 
 
 @on_device_only()
