@@ -494,15 +494,21 @@ def format_targets(rows: list[tuple[str, str, bool | None]], quick: bool = False
 
 
 def run_corpus(corpus: Path, size: str, repeat: int, timeout: float,
-               numaccel_backend: str | None = None, log: Callable[[str], None] = print
-               ) -> dict[str, Any]:
-    """Every corpus program with numaccel vs NumPy (demo's runner); geomean of the speedups."""
+               numaccel_backend: str | None = None, log: Callable[[str], None] = print,
+               compiler: str = "numaccel") -> dict[str, Any]:
+    """Every corpus program with numaccel vs NumPy (demo's runner); geomean of the speedups.
+
+    Example::
+
+        rep = run_corpus(demo.find_corpus(), "M", repeat=3, timeout=300)
+        rep["geomean_speedup"], rep["slower_than_numpy"], rep["failed"]
+    """
     records = []
     width = max(len(n) for n in demo.list_programs(corpus))
     log(f"## corpus at size {size} (NumPy vs numaccel, median of {repeat} runs, ms)")
     log(demo.format_header(width))
     for name in demo.list_programs(corpus):
-        rec = demo.run_program_subprocess(corpus, name, size, "numaccel", numaccel_backend,
+        rec = demo.run_program_subprocess(corpus, name, size, compiler, numaccel_backend,
                                           repeat, 0, timeout)
         records.append(rec)
         log(demo.format_row(rec, width) + (f"   {rec['detail']}" if rec["status"] != "ok"
@@ -527,6 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--corpus", nargs="?", const="", default=None, metavar="DIR",
                     help="also run the corpus (default location as in the demo)")
     ap.add_argument("--corpus-size", choices=["S", "M"], default="M")
+    ap.add_argument("--corpus-repeat", type=int, default=3,
+                    help="timed runs per corpus program and side (median; default 3)")
     ap.add_argument("--timeout", type=float, default=180.0,
                     help="seconds per torch.compile workload / first-call process / corpus "
                          "program")
@@ -589,7 +597,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "first call in a new process: first_call = compile + first call "
                          "(empty cache); warm_start = import + first call, warm disk cache"))
     if opts.corpus is not None and corpus is not None:
-        report["corpus"] = run_corpus(corpus, opts.corpus_size, repeat, opts.timeout,
+        report["corpus"] = run_corpus(corpus, opts.corpus_size, max(1, opts.corpus_repeat),
+                                      opts.timeout,
                                       opts.numaccel_backend, log)
     report["targets"] = [{"target": t, "measured": v, "met": m}
                          for t, v, m in check_targets(report)]

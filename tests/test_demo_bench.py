@@ -121,15 +121,21 @@ def compile(fn):
 '''
 
 
-def test_demo_reports_mismatch_and_error_and_continues(tmp_path):
+def _standin_corpus(tmp_path, programs=("boom", "good", "good_inplace", "wrong")):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for name, body, inplace in [("boom", "return a * b", False),
                                 ("good", "return np.sin(a) * b", False),
                                 ("good_inplace", "a[1:] += b[:-1]", True),
                                 ("wrong", "return a + b", False)]:
-        (corpus / f"{name}.py").write_text(_PROGRAM.format(body=body, inplace=inplace))
+        if name in programs:
+            (corpus / f"{name}.py").write_text(_PROGRAM.format(body=body, inplace=inplace))
     (tmp_path / "standin_compiler.py").write_text(_STANDIN)
+    return corpus
+
+
+def test_demo_reports_mismatch_and_error_and_continues(tmp_path):
+    corpus = _standin_corpus(tmp_path)
     proc = _run_demo(["--corpus", str(corpus), "--all", "--repeat", "2",
                       "--compiler", "standin_compiler:compile"], env=_env(tmp_path))
     rows, summary = _parse_table(proc.stdout)
@@ -138,6 +144,20 @@ def test_demo_reports_mismatch_and_error_and_continues(tmp_path):
     assert "NotImplementedError: stand-in cannot compile this" in proc.stdout
     assert summary.endswith("2 failed")
     assert proc.returncode == 1
+
+
+def test_bench_corpus_summary(tmp_path, monkeypatch):
+    corpus = _standin_corpus(tmp_path, ("good", "wrong"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), demo.child_env()[
+        "PYTHONPATH"]]))
+    rep = bench.run_corpus(corpus, "S", 1, 60, log=lambda s: None,
+                           compiler="standin_compiler:compile")
+    assert [r["name"] for r in rep["programs"]] == ["good", "wrong"]
+    assert rep["failed"] == ["wrong"]
+    assert rep["geomean_speedup"] == pytest.approx(demo.speedup(rep["programs"][0]))
+    assert set(rep["slower_than_numpy"]) <= {"good"}
+    targets = dict((t, m) for t, _, m in bench.check_targets({"corpus": rep}))
+    assert targets["corpus S: no program slower than NumPy (or failing)"] is False
 
 
 def test_demo_without_corpus_says_so(tmp_path, capsys):
