@@ -156,7 +156,7 @@ def test_bench_corpus_summary(tmp_path, monkeypatch):
     assert rep["failed"] == ["wrong"]
     assert rep["geomean_speedup"] == pytest.approx(demo.speedup(rep["programs"][0]))
     assert set(rep["slower_than_numpy"]) <= {"good"}
-    targets = dict((t, m) for t, _, m in bench.check_targets({"corpus": rep}))
+    targets = {t: m for t, _, m in bench.check_targets({"corpus": rep})}
     assert targets["corpus S: no program slower than NumPy (or failing)"] is False
 
 
