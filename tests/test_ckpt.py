@@ -642,3 +642,16 @@ def test_works_without_mpi4py(tmp_path):
                        timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO},
                        check=False)
     assert r.returncode == 0, r.stderr
+
+
+def test_back_to_back_async_saves_to_one_path(tmp_path):
+    """A second save waits for the first one's commit; the last one wins, nothing is lost."""
+    path = tmp_path / "ck"
+    futs = [ckpt.async_save({"w": np.full(3000, float(i))}, path, staging_bytes=1000,
+                            chunk_bytes=800) for i in range(3)]
+    ckpt.save({"w": np.full(3000, 7.0)}, path)
+    assert all(f.result(timeout=30) == str(path) for f in futs)
+    out = {"w": np.zeros(3000)}
+    ckpt.load(out, path)
+    assert (out["w"] == 7.0).all()
+    ckpt.inspect(path, verify=True)

@@ -311,6 +311,20 @@ def wait_for_cleanup() -> None:
         _cleaners.pop().join()
 
 
+# Async saves still running in this process, by absolute path: a later save to the same path
+# waits for them, so that its clean-up can never delete a generation that is being written.
+_inflight: dict[str, Future] = {}
+
+
+def _wait_inflight(path: str | os.PathLike) -> None:
+    fut = _inflight.pop(os.path.abspath(os.fspath(path)), None)
+    if fut is not None:
+        try:
+            fut.result()
+        except Exception:  # noqa: BLE001, S110 (its own caller gets that error)
+            pass
+
+
 def save(state: dict, path: str | os.PathLike, comm: Any = None, *,
          chunk_bytes: int = DEFAULT_CHUNK_BYTES, fsync: bool = True) -> None:
     """Save a (possibly sharded) state to the checkpoint directory ``path``; collective.
@@ -325,6 +339,7 @@ def save(state: dict, path: str | os.PathLike, comm: Any = None, *,
         >>> sorted(os.listdir(d))[-1]
         'numaccel_ckpt.json'
     """
+    _wait_inflight(path)
     comm = as_comm(comm)
     setup = prepare(state, path, comm, chunk_bytes)
     pieces = ((k, o, s, _le_contiguous(v)) for k, o, s, v in setup["pieces"])
@@ -352,6 +367,7 @@ def async_save(state: dict, path: str | os.PathLike, comm: Any = None, *,
     """
     if staging_bytes < 1:
         raise ValueError(f"staging_bytes must be positive, got {staging_bytes}")
+    _wait_inflight(path)
     own = comm is None
     comm = as_comm(comm)
     if not own:
@@ -374,6 +390,7 @@ def async_save(state: dict, path: str | os.PathLike, comm: Any = None, *,
     q: Queue = Queue()
     fut: Future = Future()
     fut.set_running_or_notify_cancel()
+    _inflight[os.path.abspath(setup["path"])] = fut
 
     def release(n: int) -> None:
         with cond:
