@@ -156,7 +156,7 @@ def main() -> None:
             rs = statistics.median(b / t for b, t in zip(res["np"]["save"], res[n]["save"]))
             rl = statistics.median(b / t for b, t in zip(res["np"]["load"], res[n]["load"]))
             print(f"{f'numaccel.ckpt, {n} rank(s)':32s} save {stxt} = {rs:4.0%} of np.save"
-                  f"   load {ltxt} = {rl:4.0%} of np.load")
+                  f"   load {ltxt} = {rl:4.0%} of plain read")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
