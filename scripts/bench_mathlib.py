@@ -140,9 +140,10 @@ def main(argv=None) -> int:
             items = ", ".join(f"{c}[i]" for c in "abcd"[:nargs])
             k = _load(cache, f"k_{name}_{sfx}",
                       _TEMPLATE.format(fn=f"{name}_{sfx}", args=args, items=items))
-            t_ml = _median_ms(lambda: k(*xs, out), a.repeat)
+            t_ml = _median_ms(lambda k=k, xs=xs, out=out: k(*xs, out), a.repeat)
             ref = _numpy_ref(name)
-            t_np = _median_ms(lambda: ref(*xs, out=out), a.repeat) if ref else math.nan
+            t_np = (_median_ms(lambda ref=ref, xs=xs, out=out: ref(*xs, out=out), a.repeat)
+                    if ref else math.nan)
             label = name + ("*" if name == "erf" else "")
             print(f"| {label:9s} | {dt:7s} | {t_ml:10.2f} | {t_np:9.2f} | "
                   f"{t_np / t_ml:6.2f}x |", flush=True)
@@ -150,9 +151,9 @@ def main(argv=None) -> int:
         y = rng.uniform(-5, 5, a.n).astype(dt)
         out = np.empty(a.n, dt)
         k = _load(cache, f"k_fused_{sfx}", _FUSED.format(s=sfx, dt=dt))
-        t_ml = _median_ms(lambda: k(x, y, out), a.repeat)
+        t_ml = _median_ms(lambda k=k, x=x, y=y, out=out: k(x, y, out), a.repeat)
         h = np.dtype(dt).type(0.5)
-        t_np = _median_ms(lambda: np.sin(x) * y + np.exp(-x) * h, a.repeat)
+        t_np = _median_ms(lambda x=x, y=y, h=h: np.sin(x) * y + np.exp(-x) * h, a.repeat)
         print(f"| {'fused':9s} | {dt:7s} | {t_ml:10.2f} | {t_np:9.2f} | "
               f"{t_np / t_ml:6.2f}x |", flush=True)
     print("# fused = sin(x)*y + exp(-x)*0.5 (NumPy allocates its temporaries); "

@@ -21,7 +21,8 @@ import pytest
 from numaccel.lower import mathlib
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 DTYPES = [np.float32, np.float64]
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -330,6 +331,17 @@ def test_hypothesis_float32(x, name):
     got = apply(name, np.float32, a)
     err = ulp_error(got, reference(name, a, np.float32), np.float32)
     assert err[0] <= mathlib.MAX_ULP[name]["float32"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(x=st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True),
+       name=st.sampled_from(["exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh",
+                             "arctan", "arcsin", "erf", "cbrt", "arcsinh"]))
+def test_hypothesis_float64(x, name):
+    a = np.array([x])
+    got = apply(name, np.float64, a)
+    err = ulp_error(got, reference(name, a, np.float64), np.float64)
+    assert err[0] <= mathlib.MAX_ULP[name]["float64"]
 
 
 @settings(max_examples=60, deadline=None)

@@ -15,10 +15,12 @@ import numpy as np
 
 try:
     import numba
+
     from numaccel.lower import mathlib
 except ImportError:  # pragma: no cover - asv may import this file outside the install
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import numba
+
     from numaccel.lower import mathlib
 
 N = 4 * 2 ** 20
@@ -47,8 +49,8 @@ def _kernel(name, dt):
 
 
 class MathFunc:
-    params = [FUNCS, ["float32", "float64"], ["mathlib", "numpy"]]
-    param_names = ["func", "dtype", "impl"]
+    params = [FUNCS, ["float32", "float64"], ["mathlib", "numpy"]]  # noqa: RUF012
+    param_names = ["func", "dtype", "impl"]  # noqa: RUF012
     timeout = 300
 
     def setup(self, func, dtype, impl):

@@ -89,6 +89,8 @@ Example::
         for i in numba.prange(x.size):
             out[i] = sin_f32(x[i]) * y[i] + exp_f32(-x[i]) * np.float32(0.5)
 """
+# ruff: noqa: F401
+# (this index module re-exports every <op>_f32/<op>_f64 for generated code)
 from __future__ import annotations
 
 import math
@@ -98,28 +100,94 @@ from numba import types
 from numba.extending import overload
 
 from numaccel.lower.mathlib_atan import (
-    arccos_f32, arccos_f64, arcsin_f32, arcsin_f64, arctan2_f32, arctan2_f64, arctan_f32,
+    arccos_f32,
+    arccos_f64,
+    arcsin_f32,
+    arcsin_f64,
+    arctan2_f32,
+    arctan2_f64,
+    arctan_f32,
     arctan_f64,
 )
 from numaccel.lower.mathlib_core import (
-    copysign, f32_as_i32, f64_as_i64, fma, i32_as_f32, i64_as_f64, rint,
+    copysign,
+    f32_as_i32,
+    f64_as_i64,
+    fma,
+    i32_as_f32,
+    i64_as_f64,
+    rint,
 )
 from numaccel.lower.mathlib_exp_log import (
-    exp2_f32, exp2_f64, exp_f32, exp_f64, expm1_f32, expm1_f64, log1p_f32, log1p_f64,
-    log2_f32, log2_f64, log10_f32, log10_f64, log_f32, log_f64,
+    exp2_f32,
+    exp2_f64,
+    exp_f32,
+    exp_f64,
+    expm1_f32,
+    expm1_f64,
+    log1p_f32,
+    log1p_f64,
+    log2_f32,
+    log2_f64,
+    log10_f32,
+    log10_f64,
+    log_f32,
+    log_f64,
 )
 from numaccel.lower.mathlib_hyper import (
-    arccosh_f32, arccosh_f64, arcsinh_f32, arcsinh_f64, arctanh_f32, arctanh_f64, hypot_f32,
-    hypot_f64, logaddexp2_f32, logaddexp2_f64, logaddexp_f32, logaddexp_f64,
+    arccosh_f32,
+    arccosh_f64,
+    arcsinh_f32,
+    arcsinh_f64,
+    arctanh_f32,
+    arctanh_f64,
+    hypot_f32,
+    hypot_f64,
+    logaddexp2_f32,
+    logaddexp2_f64,
+    logaddexp_f32,
+    logaddexp_f64,
 )
 from numaccel.lower.mathlib_special import (
-    cbrt_f32, cbrt_f64, cosh_f32, cosh_f64, erf_f32, erf_f64, power_f32, power_f64, powi_f32,
-    powi_f64, sigmoid_f32, sigmoid_f64, sinh_f32, sinh_f64, tanh_f32, tanh_f64,
+    cbrt_f32,
+    cbrt_f64,
+    cosh_f32,
+    cosh_f64,
+    erf_f32,
+    erf_f64,
+    power_f32,
+    power_f64,
+    powi_f32,
+    powi_f64,
+    sigmoid_f32,
+    sigmoid_f64,
+    sinh_f32,
+    sinh_f64,
+    tanh_f32,
+    tanh_f64,
 )
-from numaccel.lower.mathlib_trig import cos_f32, cos_f64, sin_f32, sin_f64, tan_f32, tan_f64
+from numaccel.lower.mathlib_trig import (
+    cos_f32,
+    cos_f64,
+    sin_f32,
+    sin_f64,
+    tan_f32,
+    tan_f64,
+)
 
-__all__ = ["MATH_FUNCS", "SOURCE_NAMES", "MAX_ULP", "source_name", "f64_as_i64", "i64_as_f64",
-           "f32_as_i32", "i32_as_f32", "fma", "rint", "copysign"]
+__all__ = [
+    "MATH_FUNCS",
+    "MAX_ULP",
+    "SOURCE_NAMES",
+    "copysign",
+    "f32_as_i32",
+    "f64_as_i64",
+    "fma",
+    "i32_as_f32",
+    "i64_as_f64",
+    "rint",
+    "source_name",
+]
 
 _UNARY = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
           "tanh", "sinh", "cosh", "sigmoid", "arctan", "arcsin", "arccos", "erf", "cbrt",

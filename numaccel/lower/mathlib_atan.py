@@ -11,6 +11,8 @@ Example::
     from numaccel.lower.mathlib_atan import arctan2_f32
     # inside a Numba loop: out[i] = arctan2_f32(y[i], x[i])
 """
+# (x != x is the NaN test, and "a if a > b else b" is not max(): the select order decides
+# which NaN or signed zero comes out, so both are written out on purpose)
 from __future__ import annotations
 
 import numba

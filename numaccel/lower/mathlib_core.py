@@ -16,6 +16,8 @@ Example::
 
     next_up(1.0) - 1.0 == np.finfo(np.float64).eps
 """
+# (x != x is the NaN test, and "a if a > b else b" is not max(): the select order decides
+# which NaN or signed zero comes out, so both are written out on purpose)
 from __future__ import annotations
 
 import numba
@@ -25,8 +27,18 @@ from numba import types
 from numba.extending import intrinsic
 
 __all__ = [
-    "f64_as_i64", "i64_as_f64", "f32_as_i32", "i32_as_f32", "fma", "rint", "floor",
-    "copysign", "div", "two_prod", "fast_two_sum", "two_sum",
+    "copysign",
+    "div",
+    "f32_as_i32",
+    "f64_as_i64",
+    "fast_two_sum",
+    "floor",
+    "fma",
+    "i32_as_f32",
+    "i64_as_f64",
+    "rint",
+    "two_prod",
+    "two_sum",
 ]
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)

@@ -16,6 +16,9 @@ Example::
         for i in range(a.size):
             out[i] = exp_f32(a[i])
 """
+# ruff: noqa: PLR0124, FURB136
+# (x != x is the NaN test, and "a if a > b else b" is not max(): the select order decides
+# which NaN or signed zero comes out, so both are written out on purpose)
 from __future__ import annotations
 
 from fractions import Fraction
@@ -24,7 +27,15 @@ import numba
 import numpy as np
 
 from numaccel.lower.mathlib_core import (
-    div, f32_as_i32, f64_as_i64, fma, i32_as_f32, i64_as_f64, poly, rint, two_prod,
+    div,
+    f32_as_i32,
+    f64_as_i64,
+    fma,
+    i32_as_f32,
+    i64_as_f64,
+    poly,
+    rint,
+    two_prod,
 )
 
 _LN2 = Fraction("0.69314718055994530941723212145817656807550013436025525412068000949")

@@ -19,7 +19,7 @@ Example::
 from __future__ import annotations
 
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -80,7 +80,6 @@ def _tables() -> dict:
     sq = mp.sqrt(2)
     smax = (sq - 1) / (sq + 1)
     q4 = mp.pi / 4
-    t8 = mp.tan(mp.pi / 8)
 
     def safe(g, t0):
         # remainder functions are 0/0 at the origin: nudge away from it
@@ -147,9 +146,10 @@ def _tables() -> dict:
                          lambda z: z ** 1.5 / mp.sin(mp.sqrt(z)) if z else 0)
     out["cos_f32"] = lambda: fit(safe(cosq, e), 0, q4 ** 2, range(3),
                          lambda z: z ** 2 / mp.cos(mp.sqrt(z)))
-    out["atan_f64"] = lambda: fit(safe(atanq, e), 0, t8 ** 2, range(11),
+    z716 = (mp.mpf(7) / 16) ** 2     # fdlibm's reduced interval [0, 7/16]
+    out["atan_f64"] = lambda: fit(safe(atanq, e), 0, z716, range(11),
                           lambda z: z ** 1.5 / mp.atan(mp.sqrt(z)) if z else 0)
-    out["atan_f32"] = lambda: fit(safe(atanq, e), 0, t8 ** 2, range(4),
+    out["atan_f32"] = lambda: fit(safe(atanq, e), 0, z716, range(5),
                           lambda z: z ** 1.5 / mp.atan(mp.sqrt(z)) if z else 0)
     out["erf_f64"] = lambda: fit(safe(erfq, e), 0, 1, range(13),
                          lambda z: mp.sqrt(z) / mp.erf(mp.sqrt(z)) if z else 1)

@@ -9,6 +9,9 @@ Example::
     from numaccel.lower.mathlib_hyper import logaddexp_f32
     # inside a Numba loop: out[i] = logaddexp_f32(a[i], b[i])
 """
+# ruff: noqa: PLR0124, FURB136
+# (x != x is the NaN test, and "a if a > b else b" is not max(): the select order decides
+# which NaN or signed zero comes out, so both are written out on purpose)
 from __future__ import annotations
 
 import numba

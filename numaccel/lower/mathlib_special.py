@@ -12,6 +12,9 @@ Example::
     from numaccel.lower.mathlib_special import power_f64, tanh_f32
     # inside a Numba loop: out[i] = power_f64(x[i], y[i]) + tanh_f32(z[i])
 """
+# ruff: noqa: PLR0124, FURB136
+# (x != x is the NaN test, and "a if a > b else b" is not max(): the select order decides
+# which NaN or signed zero comes out, so both are written out on purpose)
 from __future__ import annotations
 
 from fractions import Fraction
@@ -20,12 +23,33 @@ import numba
 import numpy as np
 
 from numaccel.lower.mathlib_core import (
-    copysign, div, f64_as_i64, fast_two_sum, floor, fma, i64_as_f64, poly, rint, two_prod,
+    copysign,
+    div,
+    f64_as_i64,
+    fast_two_sum,
+    floor,
+    fma,
+    i64_as_f64,
+    poly,
+    rint,
+    two_prod,
     two_sum,
 )
 from numaccel.lower.mathlib_exp_log import (
-    _EXP_F64, _LN2, F32, F64, FloatInfo, exp_core_f32, exp_core_f64, exp_f32, exp_f64,
-    expm1_f32, expm1_f64, log_f64, scale_f32, scale_f64,
+    _EXP_F64,
+    _LN2,
+    F32,
+    F64,
+    FloatInfo,
+    exp_core_f32,
+    exp_core_f64,
+    exp_f32,
+    exp_f64,
+    expm1_f32,
+    expm1_f64,
+    log_f64,
+    scale_f32,
+    scale_f64,
 )
 
 _LOGDD_F64 = (0.4000000000000225, 0.28571428570102675, 0.22222222519379664,

@@ -18,13 +18,23 @@ Example::
         for i in range(a.size):
             out[i] = sin_f64(a[i])
 """
+# (x != x is the NaN test, and "a if a > b else b" is not max(): the select order decides
+# which NaN or signed zero comes out, so both are written out on purpose)
 from __future__ import annotations
 
 import numba
 import numpy as np
 
 from numaccel.lower.mathlib_core import (
-    div, f32_as_i32, f64_as_i64, fast_two_sum, fma, poly, rint, two_prod, two_sum,
+    div,
+    f32_as_i32,
+    f64_as_i64,
+    fast_two_sum,
+    fma,
+    poly,
+    rint,
+    two_prod,
+    two_sum,
 )
 
 _SIN_F64 = (-0.1666666666666663, 0.008333333333322115, -0.00019841269829586462,
