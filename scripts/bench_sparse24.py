@@ -9,9 +9,12 @@ for bf16 rows) and of ``numaccel.sparse.linear(x, S)`` with the measured dispatc
 plus each sparse kernel alone. Runs are interleaved (dense, sparse, dense, ...) so that
 load from other processes hits all columns alike; medians of ``--repeats`` runs.
 
-``--calibrate`` measures the crossover table that ``numaccel.sparse.dispatch`` uses and
-rewrites ``numaccel/sparse/_dispatch_table.py`` (or ``--out table.json``, to be used through
-``NUMACCEL_SPARSE24_TABLE``). Re-run it on a new machine; run it on a quiet one.
+``--calibrate`` measures (best of ``--repeats`` interleaved runs, batches 1, 2, 4, ..., 512)
+the crossover table that ``numaccel.sparse.dispatch`` uses and rewrites
+``numaccel/sparse/_dispatch_table.py`` (or ``--out table.json``, to be used through
+``NUMACCEL_SPARSE24_TABLE``). Re-run it on a new machine, on a quiet one with the default
+``--clock wall``; on a loaded (shared) one ``--clock cpu`` times a single thread's CPU time
+instead, which other processes' load does not inflate.
 """
 from __future__ import annotations
 
@@ -26,10 +29,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import ml_dtypes  # noqa: E402
+import ml_dtypes
 
-from numaccel.kernels_cpu import sparse24 as kern  # noqa: E402
-from numaccel.sparse import dispatch, linear, prune_2_4, to_sparse_semi_structured  # noqa: E402
+from numaccel.kernels_cpu import sparse24 as kern
+from numaccel.sparse import dispatch, linear, prune_2_4, to_sparse_semi_structured
 
 TABLE_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "numaccel",
                         "sparse", "_dispatch_table.py")
@@ -68,12 +71,13 @@ def side_by_side(shapes, dtypes, batches, repeats, clock):
             for n in batches:
                 x = rng.standard_normal((n, k), np.float32).astype(dt)
                 xd = x.astype(np.float32)
-                fns = {"dense": lambda: xd @ wd.T, "auto": lambda: linear(x, s)}
+                fns = {"dense": lambda xd=xd, wd=wd: xd @ wd.T,
+                       "auto": lambda x=x, s=s: linear(x, s)}
                 x32 = np.ascontiguousarray(xd)
                 for kname in kern.KERNELS:
                     if kname == "expand" and (not kern.HAVE_EXPAND or n > 64):
                         continue          # the expand kernel is for few rows only
-                    fns[kname] = (lambda kname=kname:
+                    fns[kname] = (lambda kname=kname, x32=x32, s=s:
                                   kern.linear(x32, s.values, s.meta, s.shape, kname))
                 t = medians(fns, repeats if n <= 64 else max(3, repeats // 2), clock)
                 path = dispatch.choose(n, m, k, dt)
@@ -112,18 +116,18 @@ def main(argv=None):
         if a.batches == "1,8,64,512":
             batches = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
         table = dispatch.calibrate(shapes, dtypes, batches, repeats=a.repeats,
-                                   verbose=True, clock=a.clock)
-        table["how"] = ("scripts/bench_sparse24.py --calibrate (medians of interleaved "
+                                   verbose=True, clock=a.clock, stat="min")
+        table["how"] = ("scripts/bench_sparse24.py --calibrate (best of interleaved "
                         f"runs, clock={a.clock}, "
                         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
         if a.out:
             dispatch.save_table(table, a.out)
         else:
             with open(TABLE_PY, "w") as f:
-                f.write('"""Measured 2:4 dispatch table: written by '
-                        '``scripts/bench_sparse24.py --calibrate``; do not edit by hand.\n\n'
-                        'Re-measure on a quiet machine; see numaccel/sparse/dispatch.py.\n'
-                        '"""\n')
+                f.write('"""Measured 2:4 dispatch table, written by\n'
+                        '``scripts/bench_sparse24.py --calibrate``: do not edit by hand.\n\n'
+                        'How it was measured: ``TABLE["how"]``; how to re-measure: '
+                        'numaccel/sparse/dispatch.py.\n"""\n')
                 f.write("TABLE = " + pprint.pformat(table, width=96, sort_dicts=False) + "\n")
         print("wrote", a.out or TABLE_PY)
         return

@@ -5,8 +5,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numaccel.sparse import (SparseSemiStructuredArray, SparsityPatternError, prune_2_4,
-                             to_sparse_semi_structured)
+from numaccel.sparse import (
+    SparseSemiStructuredArray,
+    SparsityPatternError,
+    prune_2_4,
+    to_sparse_semi_structured,
+)
 from numaccel.sparse.semi_structured import pack_meta, unpack_meta
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

@@ -7,7 +7,7 @@ from numaccel.sparse import linear, prune_2_4, to_sparse_semi_structured
 
 class Linear24:
     params = ([1, 8, 64, 512], ["4096x4096", "4096x11008"], ["float32", "bfloat16"])
-    param_names = ["batch", "layer", "dtype"]
+    param_names = ("batch", "layer", "dtype")
     timeout = 300
 
     def setup(self, batch, layer, dtype):
@@ -30,7 +30,7 @@ class Linear24:
 
 class Compress24:
     params = (["float32", "bfloat16"],)
-    param_names = ["dtype"]
+    param_names = ("dtype",)
 
     def setup(self, dtype):
         dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)

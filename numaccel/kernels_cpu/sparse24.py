@@ -159,7 +159,7 @@ def _expand_lut() -> np.ndarray:
 EXPAND_LUT = _expand_lut()
 
 
-def _make_rowdot(nx: int, unroll: int):
+def _make_rowdot(nx: int, unroll: int, prefetch_next_row: bool = True):
     """Intrinsic ``rowdot(vals, meta, x, lut, out, r, n0, w0, w1)``: for i < nx,
     ``out[n0 + i, r] += sum_j vals[r, j] * x[n0 + i, col(r, j)]`` over the kept values of
     metadata words ``w0 <= w < w1`` (x padded to Kp columns).
@@ -180,7 +180,7 @@ def _make_rowdot(nx: int, unroll: int):
             nwords = cgutils.unpack_tuple(builder, ma.shape, 2)[1]
             xcols = cgutils.unpack_tuple(builder, xa.shape, 2)[1]
             ocols = cgutils.unpack_tuple(builder, oa.shape, 2)[1]
-            c64 = lambda v: ir.Constant(_I64, v)  # noqa: E731
+            c64 = lambda v: ir.Constant(_I64, v)
             vrow = builder.gep(va.data, [builder.mul(rr, vcols)])
             mrow = builder.gep(ma.data, [builder.mul(rr, nwords)])
             xrows = [builder.gep(xa.data, [builder.mul(builder.add(nn0, c64(i)), xcols)])
@@ -190,6 +190,8 @@ def _make_rowdot(nx: int, unroll: int):
                               [_vec(_F32, 16), _vec(_F32, 16), _vec(_I1, 16)])
             zero = ir.Constant(_vec(_F32, 16), [0.0] * 16)
             dup = ir.Constant(_vec(_I32, 16), list(range(8)) * 2)
+            pf = _declare(mod, "llvm.prefetch.p0", ir.VoidType(),
+                          [ir.PointerType(ir.IntType(8)), _I32, _I32, _I32])
 
             def word(i, accs):
                 # one metadata word: 8 values -> 16 lanes; accs[k] += lanes * x[k, 16i:16i+16]
@@ -199,6 +201,13 @@ def _make_rowdot(nx: int, unroll: int):
                 mask = builder.bitcast(builder.or_(lo, builder.shl(hi, ir.Constant(_I16, 8))),
                                        _vec(_I1, 16))
                 vp = builder.gep(vrow, [builder.mul(i, c64(8))])
+                if prefetch_next_row:
+                    # the next row's values at the same K offset: with K blocked, rows are
+                    # short segments the hardware prefetcher would start late on
+                    i8p = ir.PointerType(ir.IntType(8))
+                    builder.call(pf, [builder.bitcast(builder.gep(vp, [vcols]), i8p),
+                                      ir.Constant(_I32, 0), ir.Constant(_I32, 3),
+                                      ir.Constant(_I32, 1)])
                 if kind == types.float32:
                     v8 = builder.load(builder.bitcast(vp, ir.PointerType(_vec(_F32, 8))),
                                       align=4)
@@ -346,7 +355,7 @@ def _make_tilerow(nt: int):
             va, ma, xa, oa = [context.make_array(t)(context, builder, a)
                               for t, a in zip(sig.args[:4], args[:4])]
             rr, nn0, ww0, ww1 = args[4:8]
-            c64 = lambda v: ir.Constant(_I64, v)  # noqa: E731
+            c64 = lambda v: ir.Constant(_I64, v)
             vcols = cgutils.unpack_tuple(builder, va.shape, 2)[1]
             mcols = cgutils.unpack_tuple(builder, ma.shape, 2)[1]
             xcols = cgutils.unpack_tuple(builder, xa.shape, 2)[1]
@@ -394,8 +403,9 @@ def _make_tilerow(nt: int):
                 for t in range(nt):
                     xv = builder.load(builder.bitcast(builder.gep(xrow, [c64(16 * t)]), pv16),
                                       align=4)
-                    new[t] = builder.fadd(new[t], builder.fmul(vs, xv, flags=_FAST),
-                                          flags=_FAST)
+                    # contract only: one FMA per product (reassociation would add adds)
+                    new[t] = builder.fadd(new[t], builder.fmul(vs, xv, flags=("contract",)),
+                                          flags=("contract",))
             w.add_incoming(builder.add(w, c64(1)), builder.block)
             for a, v in zip(accs, new):
                 a.add_incoming(v, builder.block)

@@ -19,7 +19,7 @@ Example::
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -92,12 +92,12 @@ LINEAR_24 = register_op(OpDef(
 
 
 def _cpu_linear_24(x, values, meta, bias=None, *, shape):
-    from numaccel.sparse.semi_structured import SparseSemiStructuredArray
     from numaccel.sparse.products import linear
+    from numaccel.sparse.semi_structured import SparseSemiStructuredArray
     return linear(x, SparseSemiStructuredArray(values, meta, shape), bias)
 
 
-def _cpu_supports(x: Any, values: Any, meta: Any, bias: Optional[Any] = None, *,
+def _cpu_supports(x: Any, values: Any, meta: Any, bias: Any | None = None, *,
                   shape) -> bool:
     try:
         linear_24_infer([AVal(np.shape(a), a.dtype) for a in (x, values, meta)],

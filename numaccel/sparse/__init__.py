@@ -18,14 +18,19 @@ Layout: docs/sparse24_layout.md. Dispatch between the sparse kernels and dense B
 from __future__ import annotations
 
 from . import dispatch  # noqa: F401
-from .products import linear  # noqa: F401  (the kernels and Numba load on first product)
-from .semi_structured import (  # noqa: F401
+from .products import linear
+from .semi_structured import (
     SparseSemiStructuredArray,
     SparsityPatternError,
     prune_2_4,
     to_sparse_semi_structured,
 )
 
-__all__ = ["SparseSemiStructuredArray", "SparsityPatternError", "prune_2_4",
-           "to_sparse_semi_structured", "linear"]
+__all__ = [
+    "SparseSemiStructuredArray",
+    "SparsityPatternError",
+    "linear",
+    "prune_2_4",
+    "to_sparse_semi_structured",
+]
 

@@ -6,8 +6,8 @@ crossover lies depends on the machine, the dtype and the layer size, so it is *m
 
 - ``calibrate()`` times, for each (dtype, layer shape, batch), the dense product
   ``x @ W.T`` (NumPy/BLAS, float32, on the same pruned weight) and each sparse kernel
-  (``expand``, ``tiled``), interleaving the runs and taking medians, and records the
-  fastest path per batch size.
+  (``expand``, ``tiled``), interleaving the runs and taking the best of ``repeats`` (or the
+  median), and records the fastest path per batch size.
 - ``scripts/bench_sparse24.py --calibrate`` runs it and writes the result to
   ``numaccel/sparse/_dispatch_table.py`` (a plain dict literal, so it ships as code).
   ``NUMACCEL_SPARSE24_TABLE=/path/table.json`` points at a table of one's own
@@ -29,12 +29,12 @@ import json
 import math
 import os
 import time
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 import numpy as np
 
 PATHS = ("expand", "tiled", "dense")
-_TABLE: Optional[dict] = None
+_TABLE: dict | None = None
 
 
 def _dtype_name(dtype) -> str:
@@ -55,7 +55,7 @@ def load_table() -> dict:
     return _TABLE
 
 
-def set_table(table: Optional[dict]) -> None:
+def set_table(table: dict | None) -> None:
     """Use ``table`` from now on (``None``: reload the default on next use)."""
     global _TABLE
     _TABLE = table
@@ -67,7 +67,7 @@ def save_table(table: dict, path: str) -> None:
         json.dump(table, f, indent=1)
 
 
-def choose(n: int, m: int, k: int, dtype, table: Optional[dict] = None) -> str:
+def choose(n: int, m: int, k: int, dtype, table: dict | None = None) -> str:
     """``"expand"``, ``"tiled"`` or ``"dense"`` for ``x (n, k) @ W.T`` with W ``(m, k)``.
 
     Example::
@@ -95,8 +95,9 @@ def choose(n: int, m: int, k: int, dtype, table: Optional[dict] = None) -> str:
     return best[str(b)]
 
 
-def median_times(fns: dict, repeats: int, clock: str = "wall") -> dict:
-    """Median seconds of each zero-argument callable, runs interleaved.
+def median_times(fns: dict, repeats: int, clock: str = "wall", stat: str = "median") -> dict:
+    """Median (or, ``stat="min"``, best) seconds of each zero-argument callable, runs
+    interleaved.
 
     ``clock="wall"``: ``perf_counter`` with all threads (what a user sees, on a quiet
     machine). ``clock="cpu"``: one Numba thread and one BLAS thread, timed with the calling
@@ -131,17 +132,20 @@ def median_times(fns: dict, repeats: int, clock: str = "wall") -> dict:
         if old_threads is not None:
             import numba
             numba.set_num_threads(old_threads)
-    return {key: float(np.median(v)) for key, v in times.items()}
+    reduce = {"median": np.median, "min": np.min}[stat]
+    return {key: float(reduce(v)) for key, v in times.items()}
 
 
 def calibrate(shapes: Iterable[tuple] = ((4096, 4096), (4096, 11008)),
               dtypes: Iterable = ("float32", "bfloat16"),
               batches: Iterable[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
-              repeats: int = 7, path: Optional[str] = None, verbose: bool = False,
-              clock: str = "wall") -> dict:
+              repeats: int = 7, path: str | None = None, verbose: bool = False,
+              clock: str = "wall", stat: str = "min") -> dict:
     """Measure the fastest path per (dtype, shape, batch); return (and optionally save)
     the table. Takes minutes for the default shapes; run it on a quiet machine with
     ``clock="wall"``, or with ``clock="cpu"`` (see ``median_times``) on a loaded one.
+    ``stat="min"`` (default) compares best-of-``repeats`` times, the estimate least
+    disturbed by other processes; ``"median"`` is available too.
 
     Example::
 
@@ -151,6 +155,7 @@ def calibrate(shapes: Iterable[tuple] = ((4096, 4096), (4096, 11008)),
 
     from numaccel.kernels_cpu import sparse24 as kern
     from numaccel.kernels_cpu.bf16 import bf16_to_float32  # noqa: F401 (warm import)
+
     from .semi_structured import prune_2_4, to_sparse_semi_structured
 
     rng = np.random.default_rng(0)
@@ -166,13 +171,13 @@ def calibrate(shapes: Iterable[tuple] = ((4096, 4096), (4096, 11008)),
             strikes = {}
             for n in batches:
                 x = rng.standard_normal((n, k), np.float32)
-                fns = {"dense": lambda: x @ wd.T}
+                fns = {"dense": lambda x=x, wd=wd: x @ wd.T}
                 for kname in kern.KERNELS:
                     if (kname == "expand" and not kern.HAVE_EXPAND) or kname in losing:
                         continue
-                    fns[kname] = (lambda kname=kname:
+                    fns[kname] = (lambda kname=kname, x=x, s=s:
                                   kern.linear(x, s.values, s.meta, s.shape, kname))
-                t = median_times(fns, repeats, clock)
+                t = median_times(fns, repeats, clock, stat)
                 for kname in t:
                     if kname != "dense" and t[kname] > 2 * t["dense"]:
                         strikes[kname] = strikes.get(kname, 0) + 1
@@ -184,7 +189,8 @@ def calibrate(shapes: Iterable[tuple] = ((4096, 4096), (4096, 11008)),
                     print(dt_name, (m, k), n, timings[str(n)], "->", best[str(n)], flush=True)
             entries.append({"dtype": dt_name, "m": m, "k": k, "best": best,
                             "ms": timings})
-    table = {"machine": _machine(), "repeats": repeats, "clock": clock, "entries": entries}
+    table = {"machine": _machine(), "repeats": repeats, "clock": clock, "stat": stat,
+             "entries": entries}
     if path:
         save_table(table, path)
     return table

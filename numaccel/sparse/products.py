@@ -10,7 +10,7 @@ Example::
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -26,7 +26,7 @@ def result_dtype(x_dtype, w_dtype) -> np.dtype:
     return np.result_type(np.dtype(x_dtype), np.dtype(w_dtype))
 
 
-def linear(x: Any, w: SparseSemiStructuredArray, bias: Optional[Any] = None, *,
+def linear(x: Any, w: SparseSemiStructuredArray, bias: Any | None = None, *,
            kernel: str = "auto") -> np.ndarray:
     """``x @ w.T + bias`` for ``x`` of shape ``(..., in_features)`` and a compressed ``w``.
 

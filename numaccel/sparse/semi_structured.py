@@ -123,7 +123,7 @@ def _describe_first_bad_group(w: np.ndarray, counts: np.ndarray) -> str:
             f"non-zeros {vals.tolist()}")
 
 
-def to_sparse_semi_structured(w: Any) -> "SparseSemiStructuredArray":
+def to_sparse_semi_structured(w: Any) -> SparseSemiStructuredArray:
     """Compress a 2-D weight with at most 2 non-zeros in every 4 consecutive row elements.
 
     ``w`` is ``(out_features, in_features)`` float32, float16 or bfloat16 (any strides).
@@ -266,7 +266,7 @@ class SparseSemiStructuredArray:
         self._dense_cache = None
 
     @property
-    def T(self) -> "_TransposedSparse":
+    def T(self) -> _TransposedSparse:
         return _TransposedSparse(self)
 
     def __repr__(self) -> str:
