@@ -24,7 +24,9 @@ from ..trace.symbolic import has_sym
 from .passes import fuse, simplify
 from .render import NARROW, literal, reg_dtype, render
 
-PARALLEL_MIN = 1 << 15      # elements; below this the serial flavour runs
+# elements; below this the serial flavour runs: a parallel region costs a thread wake-up
+# (tens of microseconds, far more on a loaded machine) that small loops never repay
+PARALLEL_MIN = int(os.environ.get("NUMACCEL_PARALLEL_MIN", 1 << 18))
 _MODULES: dict = {}
 
 
@@ -142,23 +144,26 @@ def _offset(name, rank, pattern, d):
 def map_source(graph, k, rank, patterns):
     """A loop kernel over flat buffers with explicit element strides.
 
-    Each array operand (and ``out``) is a 1-D buffer plus one stride per dim; the pattern
-    of its last stride ("1" unit, "0" broadcast, "s" other) is baked in, so unit-stride
-    operands index ``buf[base + i]`` and LLVM vectorizes the inner loop. Views (slices,
-    transposes, broadcasts) thus cost index arithmetic, never a copy.
+    Each array operand and each output is a 1-D buffer plus one stride per dim; the
+    pattern of its last stride ("1" unit, "0" broadcast, "s" other) is baked in, so
+    unit-stride operands index ``buf[base + i]`` and LLVM vectorizes the inner loop. Views
+    (slices, transposes, broadcasts) thus cost index arithmetic, never a copy. A kernel
+    may store several outputs (merged same-shape groups).
     """
+    outs = k.extra.get("outs", [k.root])
     exprs, arrays, scalars = _operand_exprs(graph, k, "")
-    names = [f"a{j}" for j in range(len(arrays))] + ["out"]
+    names = [f"a{j}" for j in range(len(arrays))] + [f"out{j}" for j in range(len(outs))]
     for j, nid in enumerate(arrays):
         inner = _offset(f"a{j}", rank, patterns[j], rank - 1)
         exprs[nid] = _load(f"a{j}", graph.nodes[nid].aval.dtype, f"[{inner}]")
     params = []
-    for nm in names:
+    for nm in names[:len(arrays)]:
         params += [nm] + [f"{nm}s{d}" for d in range(rank)]
-    params = params[:-(rank + 1)] + [f"s{j}" for j in range(len(scalars))] + \
-        ["out"] + [f"outs{d}" for d in range(rank)] + [f"n{d}" for d in range(rank)]
+    params += [f"s{j}" for j in range(len(scalars))]
+    for nm in names[len(arrays):]:
+        params += [nm] + [f"{nm}s{d}" for d in range(rank)]
+    params += [f"n{d}" for d in range(rank)]
     src = [_PRELUDE]
-    root = graph.nodes[k.root]
     for flavour, par in (("par", True), ("ser", False)):
         src.append(f"@numba.njit(parallel={par}, cache=True, error_model='numpy')")
         src.append(f"def kernel_{flavour}({', '.join(params)}):")
@@ -173,8 +178,9 @@ def map_source(graph, k, rank, patterns):
                     src.append(f"{ind}{nm}b{d} = {prev}i{d} * {nm}s{d}")
         body, out_names = _body(graph, k, exprs, "", ind)
         src += body
-        o = _offset("out", rank, patterns[-1], rank - 1)
-        src.append(f"{ind}out[{o}] = {_store(out_names[k.root], root.aval.dtype)}")
+        for j, r in enumerate(outs):
+            o = _offset(f"out{j}", rank, patterns[len(arrays) + j], rank - 1)
+            src.append(f"{ind}out{j}[{o}] = {_store(out_names[r], graph.nodes[r].aval.dtype)}")
         src.append("")
     return "\n".join(src), arrays, scalars
 
@@ -274,13 +280,23 @@ def reduce_source(graph, k, rank, n_kept):
 
 # ------------------------------------------------------------------------------ the wrapper
 
+_U16 = np.dtype(np.uint16)
+
+
 def _bits(a):
     """Kernels see bfloat16/float16 arrays as their uint16 bits."""
-    return a.view(np.uint16) if a.dtype.name in NARROW else a
+    dt = a.dtype
+    if dt.itemsize == 2 and dt.kind in "fV":   # float16 or ml_dtypes' bfloat16
+        return a.view(_U16)
+    return a
+
+
+# NumPy's own allocator (the trace-time creation hooks are for user code only)
+_empty = getattr(np.empty, "__wrapped__", np.empty)
 
 
 def _scalar_arg(v, dt):
-    if np.dtype(dt).name in NARROW:
+    if dt.itemsize == 2 and dt.kind in "fV":
         return np.float32(v)
     return v[()] if isinstance(v, np.ndarray) else v
 
@@ -292,13 +308,18 @@ def _resolve(attrs, env):
 
 class MapStep:
     def __init__(self, graph, k):
-        self.k, self.out = k, k.root
+        self.k = k
+        self.outs = k.extra.get("outs", [k.root])
         self.node = graph.nodes[k.root]
         self.rank = self.node.aval.ndim
         self.graph = graph
         self.mods = {}
         _, self.arrays, self.scalars = _operand_exprs(graph, k, "")
         self.dest = None     # (buffer node, view chain): write there instead of a new array
+
+    @property
+    def out(self):
+        return self.k.root
 
     def _mod(self, rank, patterns):
         key = (rank, patterns)
@@ -313,21 +334,17 @@ class MapStep:
         shape = np.broadcast_shapes(*[a.shape for a in arrs]) if arrs else ()
         if len(shape) != self.rank:
             shape = tuple(_resolve(tuple(self.node.aval.shape), env))
-        dt = self.node.aval.dtype
         if self.dest is not None:
-            out = _chain_view(vals[self.dest[0]], self.dest[1], env)
+            outs = [_chain_view(vals[self.dest[0]], self.dest[1], env)]
         else:
-            out = np.empty(shape, dt)
-        size = out.size
-        if size == 0:
-            vals[self.out] = out
-            return
-        if out.flags.c_contiguous and all(a.shape == shape and a.flags.c_contiguous
-                                          for a in arrs):
+            outs = [_empty(shape, self.graph.nodes[r].aval.dtype) for r in self.outs]
+        size = outs[0].size
+        if size and outs[0].flags.c_contiguous and all(
+                a.shape == shape and a.flags.c_contiguous for a in arrs):
             # same-shape contiguous operands: one flat loop (vectorizes best)
-            ops = [(_bits(a).reshape(-1), [1]) for a in arrs] + [(_bits(out).reshape(-1), [1])]
-            dims = [size]
-        else:
+            ops = [(_bits(a).reshape(-1), [1]) for a in arrs + outs]
+            self._run(ops, [size], size, vals)
+        elif size:
             ops = []
             for a in arrs:
                 v = _bits(a if a.shape == shape else np.broadcast_to(a, shape))
@@ -335,29 +352,31 @@ class MapStep:
                 if fv is None:  # negative strides (flip): one contiguous copy
                     fv = flat_view(np.ascontiguousarray(v))
                 ops.append(fv)
-            fo = flat_view(_bits(out))
-            if fo is None:  # a destination view with negative strides: via a temporary
-                tmp = np.empty(shape, dt)
+            fo = flat_view(_bits(outs[0])) if self.dest is not None else None
+            if self.dest is not None and fo is None:
+                # a destination view with negative strides: through a temporary
+                tmp = _empty(shape, self.node.aval.dtype)
                 self._run(ops + [flat_view(_bits(tmp))], list(shape), size, vals)
-                out[...] = tmp
-                vals[self.out] = out
-                return
-            ops.append(fo)
-            dims = list(shape)
-        self._run(ops, dims, size, vals)
-        vals[self.out] = out
+                outs[0][...] = tmp
+            else:
+                ops += [fo] if fo is not None else [flat_view(_bits(o)) for o in outs]
+                self._run(ops, list(shape), size, vals)
+        for r, o in zip(self.outs, outs):
+            vals[r] = o
 
     def _run(self, ops, dims, size, vals):
         patterns = tuple(_pattern(st) for _, st in ops)
+        n_in = len(self.arrays)
         args = []
-        for buf, st in ops[:-1]:
+        for buf, st in ops[:n_in]:
             args.append(buf)
             args.extend(st)
-        sargs = [_scalar_arg(vals[i], self.graph.nodes[i].aval.dtype) for i in self.scalars]
-        obuf, ost = ops[-1]
+        args += [_scalar_arg(vals[i], self.graph.nodes[i].aval.dtype) for i in self.scalars]
+        for buf, st in ops[n_in:]:
+            args.append(buf)
+            args.extend(st)
         m = self._mod(len(dims), patterns)
-        fn = m.kernel_par if size >= PARALLEL_MIN else m.kernel_ser
-        fn(*args, *sargs, obuf, *ost, *dims)
+        (m.kernel_par if size >= PARALLEL_MIN else m.kernel_ser)(*args, *dims)
 
 
 class ReduceStep:
@@ -398,7 +417,7 @@ class ReduceStep:
         count = float(red_size)
         total = int(np.prod(shape))
         if kept:
-            out = np.empty(kshape, dt)
+            out = _empty(kshape, dt)
             if out.size:
                 mod, _ = self._mod(nd, len(kept))
                 fn = mod.kernel_par if total >= PARALLEL_MIN else mod.kernel_ser
@@ -419,16 +438,16 @@ class ReduceStep:
                     np.broadcast_to(a[:1], (q, 4096)) for a in args]
             tail = [a[q * 4096:] for a in args]
             mod2, acc = self._mod(2, 0)
-            p1 = np.empty(q, acc)
+            p1 = _empty(q, acc)
             mod2.kernel_par(*head, *sargs, p1, count)
             mod1, _ = self._mod(1, 0)
-            p2 = np.empty(total - q * 4096, acc)
+            p2 = _empty(total - q * 4096, acc)
             if p2.size:
                 mod1.kernel_ser(*tail, *sargs, p2, count)
             partial = np.concatenate([p1, p2])
         else:
             mod, acc = self._mod(nd, 0)
-            partial = np.empty(shape[0], acc)
+            partial = _empty(shape[0], acc)
             if partial.size:
                 fn = mod.kernel_par if total >= PARALLEL_MIN else mod.kernel_ser
                 fn(*args, *sargs, partial, count)
@@ -503,26 +522,18 @@ class CompiledGraph:
         self.graph = g = simplify(graph)
         kinds, mat, kernels = fuse(g)
         self.kinds, self.kernels = kinds, kernels
-        plan, last = [], {}
         base = {}
         for n in g.nodes:
             base[n.id] = base[n.inputs[0]] if kinds[n.id] == "view" else n.id
-        for n in g.nodes:
-            k = kinds[n.id]
-            if k == "leaf" or (k == "ew" and n.id not in mat and n.id not in kernels):
-                continue        # leaves, and values computed inside a consumer's kernel
-            reads = kernels[n.id].operands if n.id in kernels else n.inputs
-            plan.append(n.id)
-            for i in reads:
-                last[base[i]] = len(plan) - 1   # a read of a view is a read of its buffer
-                last[i] = len(plan) - 1
+        plan = [n.id for n in g.nodes if kinds[n.id] != "leaf" and not (
+            kinds[n.id] == "ew" and n.id not in mat and n.id not in kernels)]
+        last = self._last_uses(g, plan, kernels, base)
         outs = set(g.outputs)
         consumers = {}
         for n in g.nodes:
             for i in n.inputs:
                 consumers.setdefault(i, []).append(n.id)
-        steps = []
-        direct = {}          # kernel root -> (root buffer, chain) it writes into
+        steps, direct = [], {}
         for pos, nid in enumerate(plan):
             n = g.nodes[nid]
             if n.op == "scatter_view" and self._donatable(g, n, pos, base, last, outs):
@@ -545,12 +556,62 @@ class CompiledGraph:
         for st in steps:
             if isinstance(st, MapStep) and st.out in direct:
                 st.dest = direct[st.out]
+        steps = self._merge(g, steps, outs, consumers)
         self.free = [[] for _ in steps]
-        for i, s in last.items():
+        last = {}
+        for j, st in enumerate(steps):
+            for i in self._reads(st):
+                last[base[i]] = j
+                last[i] = j
+        for i, j in last.items():
             if i not in outs and g.nodes[i].op not in ("input", "const"):
-                self.free[s].append(i)
+                self.free[j].append(i)
         self.steps = steps
+        self.numpy_steps = any(isinstance(st, NumpyStep) for st in steps)
         self.leaves = [n for n in g.nodes if n.op in ("input", "const", "scalar")]
+
+    @staticmethod
+    def _reads(st):
+        if isinstance(st, (MapStep, ReduceStep)):
+            return st.k.operands
+        if isinstance(st, InplaceScatterStep):
+            return st.n.inputs
+        return st.inputs
+
+    @staticmethod
+    def _last_uses(g, plan, kernels, base):
+        last = {}
+        for pos, nid in enumerate(plan):
+            reads = kernels[nid].operands if nid in kernels else g.nodes[nid].inputs
+            for i in reads:
+                last[base[i]] = last[i] = pos
+        return last
+
+    @staticmethod
+    def _merge(g, steps, outs, consumers):
+        """Merge consecutive same-shape map kernels into one multi-output kernel: one
+        compilation and one pass over memory instead of several."""
+        from .passes import Kernel
+        merged = []
+        for st in steps:
+            prev = merged[-1] if merged else None
+            if (isinstance(st, MapStep) and isinstance(prev, MapStep) and st.dest is None
+                    and prev.dest is None
+                    and str(prev.node.aval.shape) == str(st.node.aval.shape)):
+                a, b = prev.k, st.k
+                nodes = a.nodes + [x for x in b.nodes if x not in set(a.nodes)]
+                inside = set(nodes)
+                operands = a.operands + [x for x in b.operands
+                                         if x not in set(a.operands) and x not in inside]
+                roots = prev.outs + st.outs
+                keep = [r for r in roots if r in outs or
+                        any(c not in inside for c in consumers.get(r, ()))]
+                k = Kernel("map", keep[0] if keep else roots[-1], nodes, operands,
+                           {"outs": keep or roots[-1:]})
+                merged[-1] = MapStep(g, k)
+            else:
+                merged.append(st)
+        return merged
 
     @staticmethod
     def _donatable(g, n, pos, base, last, outs):
@@ -568,12 +629,18 @@ class CompiledGraph:
                 vals[n.id] = self.graph.consts[n.id]
             else:
                 vals[n.id] = _scalar_value(n.attrs)
-        with np.errstate(all="ignore"):
-            for step, free in zip(self.steps, self.free):
-                step(vals, env)
-                for i in free:
-                    vals[i] = None
+        if self.numpy_steps:
+            with np.errstate(all="ignore"):   # as in compiled kernels: no FP warnings
+                self._run(vals, env)
+        else:
+            self._run(vals, env)
         return [vals[i] for i in self.graph.outputs]
+
+    def _run(self, vals, env):
+        for step, free in zip(self.steps, self.free):
+            step(vals, env)
+            for i in free:
+                vals[i] = None
 
     def describe(self) -> str:
         lines = []

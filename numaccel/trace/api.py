@@ -13,7 +13,7 @@ import numpy as np
 from ..backends import get_backend
 from ..config import config, log
 from ..ir import AVal
-from .pytree import flatten, unflatten
+from .pytree import flatten, flatten_args, unflatten
 from .symbolic import Sym, evaluate, render
 from .tracer import PY_KIND, GraphBreakError, TraceState, TracedArray
 
@@ -169,7 +169,7 @@ class Accelerated:
 
     def __call__(self, *args, **kwargs):
         leaves = []
-        tree = flatten((args, kwargs), leaves)
+        tree = flatten_args(args, kwargs, leaves)
         reasons = []
         for e in self.entries:
             if e.tree != tree:

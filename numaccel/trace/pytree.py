@@ -7,6 +7,21 @@ LEAF = "*"
 _STATIC = (type(None), str, bytes, type(Ellipsis), np.dtype, slice)
 
 
+_LEAF_TYPES = (np.ndarray, np.generic, bool, int, float, complex)
+
+
+def flatten_args(args, kwargs, leaves):
+    """flatten((args, kwargs)) with a fast path for the usual all-leaf positional call."""
+    if not kwargs:
+        for a in args:
+            if not isinstance(a, _LEAF_TYPES):
+                break
+        else:
+            leaves.extend(args)
+            return ("tuple", (("tuple", (LEAF,) * len(args)), ("dict", (), ())))
+    return flatten((args, kwargs), leaves)
+
+
 def flatten(x, leaves, where="argument"):
     """Append the leaves of ``x`` (arrays, NumPy and Python scalars) and return its
     structure. Static values (None, strings, dtypes) are part of the structure."""
