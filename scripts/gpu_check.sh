@@ -30,7 +30,9 @@ for m in ("numpy", "numba", "numba_cuda", "cupy", "torch", "ml_dtypes"):
         print(f"{m} missing ({type(e).__name__}: {e})")
 from numaccel.kernels_gpu import device_info, is_available
 print("kernels_gpu available:", is_available(), "-", device_info())
+sys.exit(0 if is_available() else 3)
 PY
+if [ $? != 0 ]; then echo "no usable CUDA device: nothing checked"; exit 3; fi
 
 echo "== tests on the device"
 timeout 200 "$PY" -m pytest -q -p no:cacheprovider -W ignore::RuntimeWarning \

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,7 @@ def all_specs() -> Iterator[tuple]:
 
 
 def _ptxas(ptx: str, cc) -> Optional[str]:
+    """Assemble with ``ptxas -v``; return its resource summary (registers, spills, smem)."""
     exe = shutil.which("ptxas")
     if exe is None:
         return None
@@ -60,11 +62,16 @@ def _ptxas(ptx: str, cc) -> Optional[str]:
         src = os.path.join(d, "k.ptx")
         with open(src, "w") as f:
             f.write(ptx)
-        r = subprocess.run([exe, f"-arch=sm_{cc[0]}{cc[1]}", src, "-o", os.path.join(d, "k.o")],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run([exe, "-v", f"-arch=sm_{cc[0]}{cc[1]}", src, "-o",
+                            os.path.join(d, "k.o")], capture_output=True, text=True,
+                           timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"ptxas failed: {r.stderr.strip()[:400]}")
-    return "ptxas"
+    regs = re.search(r"Used (\d+) registers", r.stderr)
+    spill = re.search(r"(\d+) bytes spill stores", r.stderr)
+    smem = re.search(r"(\d+) bytes smem", r.stderr)
+    return (f"ptxas: {regs.group(1) if regs else '?'} regs, "
+            f"{spill.group(1) if spill else '0'} B spill, {smem.group(1) if smem else '0'} B smem")
 
 
 def quick_specs(specs) -> list:
