@@ -15,8 +15,8 @@ from numaccel import ckpt
 class CkptThroughput:
     """Save and load of a 256 MiB float32 state (8 arrays), and the plain NumPy equivalent."""
 
-    params = (["numaccel.ckpt", "np.save"],)
-    param_names = ("writer",)
+    params = [["numaccel.ckpt", "np.save"]]  # noqa: RUF012 (asv reads these class attributes)
+    param_names = ["writer"]  # noqa: RUF012
     timeout = 300
     number = 1
     repeat = 5
