@@ -312,3 +312,15 @@ def test_third_party_backend_registry():
     assert_same(f(np.ones(3), np.ones(3)), chain(np.ones(3), np.ones(3)))
     assert calls == [6]
     assert "counting" in numaccel.list_backends()
+
+
+def test_user_numba_code_still_sees_numpys_creation_functions():
+    import numba
+    f = numaccel.accelerate(lambda x: np.zeros(3) + x, backend="numpy")
+    f(np.ones(3))
+    assert np.zeros is getattr(np.zeros, "__wrapped__", np.zeros)  # no hook left behind
+
+    @numba.njit
+    def g(n):
+        return np.zeros(n) + np.arange(n)
+    np.testing.assert_array_equal(g(3), np.arange(3.0))

@@ -319,8 +319,11 @@ class Accelerated:
             if st.breaks or segmented:
                 return self._finish_segmented(st, tree, leaves, dims_of, out_tree, out_flat,
                                               mutated, segmented), st
-            return self._finish_graph(st, tree, leaves, dims_of, out_tree, out_flat,
-                                      mutated), st
+            # compile and run with NumPy's own functions in place (Numba, when it first
+            # types NumPy calls, must see the real np.zeros, not a trace hook)
+            with st.suspended():
+                return self._finish_graph(st, tree, leaves, dims_of, out_tree, out_flat,
+                                          mutated), st
 
     def _outputs(self, st, out_flat, mutated):
         g = st.graph

@@ -80,8 +80,7 @@ def _from_user_code():
 
 
 def _hook(name, builder):
-    orig = getattr(np, name)
-    _ORIG[name] = orig
+    orig = _ORIG.setdefault(name, getattr(np, name))
 
     def hook(*args, **kwargs):
         st = current()
@@ -177,20 +176,25 @@ _HOOKS = {
     "array": _b_array, "asarray": _b_asarray, "asanyarray": _b_asarray,
     "ascontiguousarray": _b_asarray,
 }
-_installed = [False]
+_HOOKED = {}
+_depth = [0]
 
 
-def install_creation_hooks():
-    """Replace NumPy's creation functions by trace-aware hooks (once per process).
-
-    Outside a trace (or when called from library code) a hook forwards to the original
-    function, so the only cost for other code is one Python call.
-    """
-    if _installed[0]:
-        return
-    _installed[0] = True
-    for name, builder in _HOOKS.items():
-        setattr(np, name, _hook(name, builder))
+def hooks(active: bool) -> None:
+    """Enter (True) or leave (False) a region where NumPy's creation functions build
+    traced nodes. The hooks are only in place while some trace is tracing, so Numba
+    code compiled at other times (which resolves ``np.empty`` to the real function)
+    and NumPy itself are untouched."""
+    if not _HOOKED:
+        for name, builder in _HOOKS.items():
+            _HOOKED[name] = _hook(name, builder)
+    _depth[0] += 1 if active else -1
+    if active and _depth[0] == 1:
+        for name, hook in _HOOKED.items():
+            setattr(np, name, hook)
+    elif not active and _depth[0] == 0:
+        for name in _HOOKED:
+            setattr(np, name, _ORIG[name])
 
 
 # ------------------------------------------------------------------------------ indexing

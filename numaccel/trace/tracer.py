@@ -92,11 +92,13 @@ class TraceState:
         self._prev = getattr(_tls, "state", None)
         _tls.state = self
         self._prev_sink = symbolic.set_guard_sink(self.guards)
-        from .npapi import install_creation_hooks
-        install_creation_hooks()
+        from .npapi import hooks
+        hooks(True)
         return self
 
     def __exit__(self, *exc):
+        from .npapi import hooks
+        hooks(False)
         _tls.state = self._prev
         symbolic.set_guard_sink(self._prev_sink)
         return False
@@ -106,11 +108,15 @@ class TraceState:
             self.st = st
 
         def __enter__(self):
+            from .npapi import hooks
             self.prev = self.st.active
             self.st.active = False
             self.sink = symbolic.set_guard_sink(None)
+            hooks(False)
 
         def __exit__(self, *exc):
+            from .npapi import hooks
+            hooks(True)
             self.st.active = self.prev
             symbolic.set_guard_sink(self.sink)
 
