@@ -379,13 +379,38 @@ def test_failed_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
     out = {"w": np.empty(100), "step": 0}
     ckpt.load(out, path)
     assert out["step"] == 1 and (out["w"] == old["w"]).all()
-    # A rank killed mid-save (simulated: its generation folder left behind) is cleaned up by
-    # the next successful save, and never read.
+    # A rank killed mid-save (simulated: its generation folder left behind) is recycled or
+    # cleaned up by the next successful saves, and never read.
     os.makedirs(path / ("g-" + "0" * 32))
-    ckpt.save({"w": np.ones(100), "step": 3}, path)
+    for step in (3, 4):
+        ckpt.save({"w": np.ones(100), "step": step}, path)
     _save.wait_for_cleanup()
-    gens = [n for n in os.listdir(path) if n.startswith("g-")]
-    assert len(gens) == 1 and ckpt.load(out, path)["step"] == 3
+    gens = sorted(n for n in os.listdir(path) if n.startswith("g-"))
+    assert "g-" + "0" * 32 not in gens and len(gens) == 2  # the current one and a spare
+    assert ckpt.read_metadata(str(path)).generation in gens
+    assert ckpt.load(out, path)["step"] == 4
+
+
+def test_repeated_saves_recycle_one_spare_generation(tmp_path):
+    path = tmp_path / "ck"
+    seen = []
+    for i, n in enumerate([3, 3, 1, 2]):
+        g = np.arange(12.0) + i
+        run_ranks(n, lambda comm, r, g=g, n=n: ckpt.save(
+            {"w": Shard(g[r * 12 // n:(r + 1) * 12 // n].copy(), (r * 12 // n,), (12,))},
+            path, comm))
+        _save.wait_for_cleanup()
+        meta = ckpt.read_metadata(str(path))
+        gens = sorted(x for x in os.listdir(path) if x.startswith("g-"))
+        assert len(gens) == min(i + 1, 2) and meta.generation in gens
+        # Files of ranks that did not write this time are gone from the new generation.
+        assert sorted(os.listdir(path / meta.generation)) == [f"rank{r:05d}.bin"
+                                                              for r in range(n)]
+        out = {"w": np.zeros(12)}
+        ckpt.load(out, path)
+        np.testing.assert_array_equal(out["w"], g)
+        seen.append(meta.generation)
+    assert len(set(seen)) == 4  # every save is a new generation name, even when recycled
 
 
 def test_save_refuses_foreign_directory(tmp_path):

@@ -225,7 +225,13 @@ def prepare(state: Any, path: str, comm: Any, chunk_bytes: int) -> dict:
         try:
             F.check_target(path)
             gen = "g-" + uuid.uuid4().hex
-            os.makedirs(os.path.join(path, gen))
+            spare = _spare(path)
+            if spare:
+                # Overwriting the files of an unreferenced earlier generation is markedly
+                # faster than allocating new ones (and skips deleting the old), on ext4 at least.
+                os.rename(os.path.join(path, spare), os.path.join(path, gen))
+            else:
+                os.makedirs(os.path.join(path, gen))
         except OSError as e:
             err = (type(e).__name__, str(e))
     gen, err0 = comm.bcast((gen, err), root=0)
@@ -278,13 +284,19 @@ def _write_meta(path: str, gen: str, setup: dict, got: list, fsync: bool) -> Non
     meta = {"format": F.FORMAT, "version": F.VERSION, "generation": gen,
             "world_size": setup["size"], "files": files, "arrays": arrays,
             "values": dict(sorted(setup["values"].items()))}
+    previous = _referenced(path)
     F.write_metadata(path, meta, fsync)
     # Only now is the old generation unreferenced; a crash before this line leaves it usable.
-    # Deleting a large file costs about as much as writing a tenth of it, so it runs in the
-    # background; whatever a crash leaves behind is removed by the next save.
+    # It stays as the spare that the next save overwrites; other old generations, files of
+    # ranks that wrote nothing this time, and temporary files are deleted. Deleting a large
+    # file costs about as much as writing a tenth of it, so that runs in the background.
+    keep = {gen, previous}
+    listed = {f["name"].split("/")[-1] for f in files}
     stale = [os.path.join(path, name) for name in os.listdir(path)
-             if (F.GEN_RE.match(name) and name != gen)
+             if (F.GEN_RE.match(name) and name not in keep)
              or (name.startswith(f".{F.META_NAME}.") and name.endswith(".tmp"))]
+    stale += [os.path.join(path, gen, name) for name in os.listdir(os.path.join(path, gen))
+              if name not in listed]
     if stale:
         t = threading.Thread(target=_remove, args=(stale,), name="numaccel-ckpt-cleanup")
         _cleaners.append(t)
@@ -292,6 +304,36 @@ def _write_meta(path: str, gen: str, setup: dict, got: list, fsync: bool) -> Non
 
 
 _cleaners: list[threading.Thread] = []
+
+
+def _referenced(path: str) -> str | None:
+    """The generation the current metadata at ``path`` points to, if it can be read."""
+    try:
+        with open(os.path.join(path, F.META_NAME), "rb") as f:
+            gen = json.loads(f.read().decode("utf-8")).get("generation")
+        return gen if isinstance(gen, str) and F.GEN_RE.match(gen) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _spare(path: str) -> str | None:
+    """An earlier generation folder at ``path`` that no metadata refers to, or None.
+
+    Never the referenced one; and when the metadata cannot be read, none at all (a damaged
+    checkpoint's data are left alone).
+    """
+    wait_for_cleanup()  # never rename a folder that a background clean-up is deleting
+    if not os.path.isdir(path):
+        return None
+    if os.path.exists(os.path.join(path, F.META_NAME)):
+        live = _referenced(path)
+        if live is None:
+            return None
+    else:
+        live = None
+    gens = [n for n in os.listdir(path) if F.GEN_RE.match(n) and n != live
+            and os.path.isdir(os.path.join(path, n))]
+    return max(gens, key=lambda n: os.path.getmtime(os.path.join(path, n)), default=None)
 
 
 def _remove(paths: list[str]) -> None:
