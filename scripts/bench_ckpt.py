@@ -1,7 +1,7 @@
 """Side-by-side throughput: numaccel.ckpt save/load on 1, 2, 4 MPI ranks vs plain np.save/np.load.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python scripts/bench_ckpt.py \
-        [--gib 1] [--trials 5] [--ranks 1 2 4] [--dir /tmp] [--fsync]
+        [--gib 1] [--trials 5] [--ranks 1 2 4] [--dir /tmp] [--fsync] [--in-place]
 
 The same total bytes (float32, row-sharded over the ranks) are written by every variant. Trials
 are interleaved (np.save, then 1, 2, 4 ranks, then again), so that a machine whose load changes
@@ -9,7 +9,9 @@ over time affects all variants alike; a first round is a discarded warm-up. Befo
 save the page cache is flushed (os.sync) so that earlier trials' dirty pages do not throttle the
 next one; loads read from the page cache in every variant, into arrays that already exist.
 Printed: median GB/s (1e9 bytes per second) with min/max, and the median over rounds of the
-per-round ratio to np.save / np.load.
+per-round ratio to np.save / np.load. With --in-place each variant instead runs all its trials
+in one process, saving to the same path each time (np.save then overwrites its file, and
+numaccel.ckpt recycles its spare generation), as a training loop would.
 """
 from __future__ import annotations
 
@@ -106,6 +108,9 @@ def main() -> None:
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--dir", default=tempfile.gettempdir())
     p.add_argument("--fsync", action="store_true", help="fsync data in both variants")
+    p.add_argument("--in-place", action="store_true",
+                   help="repeat saves to the same path within one process per variant (as a "
+                        "training loop does) instead of one fresh process per trial")
     p.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--rows", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--numpy", action="store_true", help=argparse.SUPPRESS)
@@ -127,14 +132,15 @@ def main() -> None:
     res: dict = {"np": {"save": [], "load": []}}
     res.update({n: {"save": [], "load": []} for n in args.ranks})
     try:
-        for rnd in range(args.trials + 1):
+        rounds, per_launch = (1, args.trials + 1) if args.in_place else (args.trials + 1, 1)
+        for rnd in range(rounds):
             got = {}
             for n in ["np", *args.ranks]:
                 # np.save runs in a fresh process launched the same way as the ranks: on these
                 # VMs a new process writes much slower than a long-lived one, for both.
                 cmd = [mpiexec, "-n", "1" if n == "np" else str(n), sys.executable, "-m",
                        "mpi4py", __file__, "--rank-worker", "--rows", str(rows), "--trials",
-                       "1", "--dir", work] + (["--fsync"] if args.fsync else []) + \
+                       str(per_launch), "--dir", work] + (["--fsync"] if args.fsync else []) + \
                       (["--numpy"] if n == "np" else [])
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
                                      env={**os.environ, "PYTHONPATH": REPO}, check=False)
@@ -143,10 +149,11 @@ def main() -> None:
                     raise SystemExit(f"{n} ranks failed")
                 got[n] = json.loads(out.stdout.split("RESULT ", 1)[1])
                 shutil.rmtree(os.path.join(work, "ck"), ignore_errors=True)
-            if rnd:  # round 0 warms up
-                for k, v in got.items():
-                    res[k]["save"] += v["save"]
-                    res[k]["load"] += v["load"]
+            for k, v in got.items():  # the first trial (of a launch, or round 0) warms up
+                first = 1 if args.in_place else (0 if rnd else None)
+                if first is not None:
+                    res[k]["save"] += v["save"][first:]
+                    res[k]["load"] += v["load"][first:]
         _, btxt = _fmt(nbytes, res["np"]["save"])
         _, ltxt = _fmt(nbytes, res["np"]["load"])
         print(f"{'np.save / plain read, 1 process':32s} save {btxt}   load {ltxt}")
