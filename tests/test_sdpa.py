@@ -243,6 +243,57 @@ def test_long_sequence_stays_linear_in_memory():
         np.testing.assert_allclose(out[:, :, i:i + 1], ri, rtol=2e-5, atol=2e-5)
 
 
+@pytest.fixture
+def small_tiles(monkeypatch):
+    """Shrink the kernels' tiles so small inputs cross many query and key tiles."""
+    from numaccel.kernels_cpu import sdpa
+    monkeypatch.setattr(sdpa, "BQ", 7)
+    monkeypatch.setattr(sdpa, "BK", 32)
+    monkeypatch.setattr(sdpa, "BQ_BWD", 5)
+    monkeypatch.setattr(sdpa, "BK_BWD", 16)
+
+
+@pytest.mark.parametrize("case", ["mask", "causal_long_q", "causal_long_k", "gqa", "dropout",
+                                  "bf16", "bf16_portable", "float64"])
+def test_many_tiles_forward_and_backward(small_tiles, case):
+    rng = np.random.default_rng(20)
+    L, S, kw, dt = 45, 100, {}, np.float32
+    if case == "causal_long_q":
+        L, S, kw = 100, 45, {"is_causal": True}
+    if case == "causal_long_k":
+        kw = {"is_causal": True}
+    if case == "bf16" or case == "bf16_portable":
+        dt = BF16
+    if case == "float64":
+        dt = np.float64
+    hk = 1 if case == "gqa" else 3
+    q, k, v = rand(rng, (2, 3, L, 20), dt), rand(rng, (2, hk, S, 20), dt), \
+        rand(rng, (2, hk, S, 12), dt)
+    if case == "gqa":
+        kw["enable_gqa"] = True
+    if case in ("mask", "bf16", "float64"):
+        m = rng.random((2, 1, L, S)) > 0.4
+        m[1, 0, 9] = False
+        kw["attn_mask"] = m
+    if case == "dropout":
+        kw.update(dropout_p=0.25, dropout_seed=5)
+    with bf16_dot.force_portable(case == "bf16_portable"):
+        out, lse = F.scaled_dot_product_attention_with_lse(q, k, v, **kw)
+    ref = sdpa_reference(*(x.astype(np.float64) for x in (q, k, v)), **kw)
+    tol = {np.float32: 2e-5, np.float64: 1e-12}.get(dt, 2e-2)
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=tol, atol=tol)
+    g = rand(rng, out.shape, np.float64)
+    grads = F.scaled_dot_product_attention_backward(g.astype(dt), q, k, v, out, lse, **kw)
+    if dt != BF16 and case != "dropout":
+        ref_g = _torch_grads(*(x.astype(np.float64) for x in (q, k, v)), g,
+                             **{a: b for a, b in kw.items() if a != "dropout_seed"})
+        for a, b in zip(grads, ref_g):
+            np.testing.assert_allclose(a, b, rtol=1e-4 if dt == np.float32 else 1e-10,
+                                       atol=1e-4 if dt == np.float32 else 1e-10)
+    if case == "dropout":
+        _finite_diff_check(*(x.astype(np.float64) for x in (q, k, v)), g, **kw)
+
+
 # ----------------------------------------------------------------------------- dropout
 def test_dropout_is_reproducible_and_matches_reference():
     rng = np.random.default_rng(15)
