@@ -59,6 +59,12 @@ def set_table(table: dict | None) -> None:
     """Use ``table`` from now on (``None``: reload the default on next use)."""
     global _TABLE
     _TABLE = table
+    _CHOICES.clear()
+
+
+# (n, m, k, dtype) -> path for the table in use: a decode step takes ~1 ms, so a 20 us
+# lookup per call would show
+_CHOICES: dict = {}
 
 
 def save_table(table: dict, path: str) -> None:
@@ -75,7 +81,16 @@ def choose(n: int, m: int, k: int, dtype, table: dict | None = None) -> str:
         >>> choose(512, 4096, 4096, "float32", table={"entries": []})   # no data: dense
         'dense'
     """
-    table = load_table() if table is None else table
+    if table is None:
+        key = (n, m, k, _dtype_name(dtype))
+        hit = _CHOICES.get(key)
+        if hit is None:
+            hit = _CHOICES[key] = _choose(n, m, k, dtype, load_table())
+        return hit
+    return _choose(n, m, k, dtype, table)
+
+
+def _choose(n: int, m: int, k: int, dtype, table: dict) -> str:
     entries = table.get("entries", [])
     name = _dtype_name(dtype)
     same = [e for e in entries if e["dtype"] == name] or \
