@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install numaccel with every extra into a venv and run the test suite.
-#   bash scripts/test.sh            full suite on python3.11 (what CI runs)
+#   bash scripts/test.sh            the suite on python3.11 with every extra (what CI runs;
+#                                   tests marked slow are left out: add --all for them)
 #   PYTHON=python3.13 bash scripts/test.sh --quick   quick subset, core extras only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,4 +15,8 @@ if [ "${1:-}" = "--quick" ]; then
     exec "$VENV/bin/python" -m pytest -q -m "not slow and not mpi and not cudasim" "$@"
 fi
 "$VENV/bin/python" -m pip install -q -e ".[test,oracle,dist,export,cuda,bench]"
-exec "$VENV/bin/python" -m pytest -q "$@"
+if [ "${1:-}" = "--all" ]; then
+    shift
+    exec "$VENV/bin/python" -m pytest -q "$@"
+fi
+exec "$VENV/bin/python" -m pytest -q -m "not slow" "$@"
