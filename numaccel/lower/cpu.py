@@ -111,9 +111,26 @@ def _body(graph, k, operand_names, idx, indent):
         n = graph.nodes[nid]
         args = [names[i] for i in n.inputs]
         dts = [graph.nodes[i].aval.dtype for i in n.inputs]
-        lines.append(f"{indent}v{j} = {render(n, args, dts)}")
+        expr = _small_power(graph, n, args, dts) or render(n, args, dts)
+        lines.append(f"{indent}v{j} = {expr}")
         names[nid] = f"v{j}"
     return lines, names
+
+
+def _small_power(graph, n, args, dts):
+    """x**2, x**3, x**0.5, x**-1 with a literal exponent: multiplications / sqrt, as
+    NumPy's fast paths compute them (exactly, not through pow)."""
+    if n.op != "power" or n.aval.dtype.kind != "f":
+        return None
+    e = graph.nodes[n.inputs[1]]
+    if e.op != "scalar" or e.attrs["value"] not in (1, 2, 3, 4, 0.5, -1):
+        return None
+    from .render import cast
+    x = cast(args[0], dts[0], n.aval.dtype)
+    v = e.attrs["value"]
+    expr = {1: x, 2: f"({x} * {x})", 3: f"({x} * {x} * {x})",
+            4: f"(({x} * {x}) * ({x} * {x}))", 0.5: f"np.sqrt({x})", -1: f"(1 / {x})"}[v]
+    return f"np.{reg_dtype(n.aval.dtype)}({expr})"
 
 
 def _operand_exprs(graph, k, idx):
