@@ -399,6 +399,9 @@ def flash_forward(q3, qidx, k3, kidx, v3, vidx, mask3, midx, mkind, causal, scal
     if bf16:
         if native_bf16 is None:
             native_bf16 = _bd.native_bf16_enabled()
+        elif native_bf16 and not _bd.has_avx512_bf16():
+            raise NotImplementedError("this CPU has no AVX512-BF16 (vdpbf16ps); pass "
+                                      "native_bf16=None or False for the portable kernel")
         e2 = E + (E % 2)
         if e2 != E:
             qq = np.zeros((q3.shape[0], L, e2), np.uint16)
