@@ -17,6 +17,7 @@ from . import cpu_features as _cpu_features
 _cpu_features.init_from_env()
 cpu_capability = _cpu_features.cpu_capability
 
+from .config import config  # noqa: E402  (the object; binds over the submodule name)
 from .backends import register_backend, register_kernel, get_backend, list_backends  # noqa
 from . import interp as _interp  # noqa: F401  (registers the built-in backends)
 
@@ -31,7 +32,6 @@ _LAZY = {
     "GraphBreakError": ("numaccel.trace.tracer", "GraphBreakError"),
     "Accelerated": ("numaccel.trace.api", "Accelerated"),
     "mark_dynamic": ("numaccel.trace.api", "mark_dynamic"),
-    "config": ("numaccel.config", "config"),
     "ckpt": ("numaccel.ckpt", None),
     "nn": ("numaccel.nn", None),
     "sparse": ("numaccel.sparse", None),
