@@ -5,17 +5,7 @@
 #   PYTHON=python3.13 bash scripts/test.sh --quick   quick subset, core extras only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3.11}
-if ! "$PY" -c "" 2>/dev/null; then
-    # pyenv's shim answers only for its selected versions: look the interpreter up directly
-    for cand in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"${PY#python}"*/bin/"$PY"; do
-        if [ -x "$cand" ]; then PY=$cand; break; fi
-    done
-fi
-"$PY" -c "" || { echo "cannot run $PY: install it or set PYTHON=/path/to/python" >&2; exit 1; }
-VENV=".venv-$($PY -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-[ -x "$VENV/bin/python" ] || $PY -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+. scripts/_venv.sh
 if [ "${1:-}" = "--quick" ]; then
     shift
     "$VENV/bin/python" -m pip install -q -e ".[test]"
