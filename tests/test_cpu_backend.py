@@ -198,3 +198,11 @@ def test_hypothesis_programs_on_cpu():
         f = numaccel.accelerate(lambda *a: run_program(steps, *a), backend="cpu")
         assert_same(f(*arrays), ref)
     check()
+
+
+@pytest.mark.parametrize("dtype", ["float16", BF16])
+def test_narrow_float_ops_round_like_numpy(dtype, rng):
+    # NumPy rounds each float16/bfloat16 op to its dtype; fused kernels must too
+    x = (rng.standard_normal(50) * 3).astype(dtype)
+    cpu(lambda x: np.sqrt(np.abs(x) + 1.7) * np.float32(-2.5), x, rtol=1e-6, atol=0)
+    cpu(lambda x: ((x * x + x) / 3).astype(np.float32), x, rtol=1e-6, atol=0)

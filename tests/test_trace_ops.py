@@ -353,8 +353,9 @@ def test_functions_built_from_primitives(rng):
     check_np(lambda x: np.tril(np.ones((5, 5), dtype=bool)), x, fullgraph=True)
     check_np(lambda x: (np.atleast_1d(x[0, 0]), np.atleast_2d(x[0]), np.atleast_3d(x)), x,
              fullgraph=True)
-    check_np(lambda x: (np.count_nonzero(x > 0), np.count_nonzero(x > 0, axis=1)), x,
+    check_np(lambda x: (np.count_nonzero(x > 0, axis=1), np.count_nonzero(x, axis=(0, 1))), x,
              fullgraph=True)
+    check_np(lambda x: np.count_nonzero(x > 0) + 0, x)
     idx = np.argsort(x, axis=1)[:, :2]
     check_np(lambda x, i: np.take_along_axis(x, i, axis=1), x, idx, fullgraph=True)
     check_np(lambda v: np.cross(v, v[::-1]) + np.cross(v[0], v), v, fullgraph=True)

@@ -112,6 +112,11 @@ def _body(graph, k, operand_names, idx, indent):
         args = [names[i] for i in n.inputs]
         dts = [graph.nodes[i].aval.dtype for i in n.inputs]
         expr = _small_power(graph, n, args, dts) or render(n, args, dts)
+        dn = n.aval.dtype.name
+        if dn in NARROW:
+            # NumPy rounds every float16/bfloat16 op result to its dtype: so do we
+            rt = "f16" if dn == "float16" else "bf16"
+            expr = f"{rt}_to_f32(f32_to_{rt}(np.float32({expr})))"
         lines.append(f"{indent}v{j} = {expr}")
         names[nid] = f"v{j}"
     return lines, names
