@@ -206,3 +206,9 @@ def test_narrow_float_ops_round_like_numpy(dtype, rng):
     x = (rng.standard_normal(50) * 3).astype(dtype)
     cpu(lambda x: np.sqrt(np.abs(x) + 1.7) * np.float32(-2.5), x, rtol=1e-6, atol=0)
     cpu(lambda x: ((x * x + x) / 3).astype(np.float32), x, rtol=1e-6, atol=0)
+
+
+def test_bool_arithmetic_is_logical(rng):
+    b = rng.random(20) > 0.5
+    cpu(lambda b: np.tanh(b + b) * 2, b)
+    cpu(lambda b: (b * b + b).astype(np.int8) - np.maximum(b, ~b), b)

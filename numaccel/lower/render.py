@@ -22,6 +22,11 @@ def reg_dtype(dt) -> str:
 
 
 def cast(expr: str, src, dst) -> str:
+    sn, dn = np.dtype(src).name, np.dtype(dst).name
+    if dn in NARROW and sn != dn:
+        # into float16/bfloat16: round like NumPy's cast (the register stays float32)
+        rt = "f16" if dn == "float16" else "bf16"
+        return f"{rt}_to_f32(f32_to_{rt}(np.float32({expr})))"
     s, d = reg_dtype(src), reg_dtype(dst)
     if s == d:
         return expr
@@ -135,7 +140,10 @@ def render(node, args, in_dtypes) -> str:
     if op == "round":
         return f"np.rint({cast(args[0], in_dtypes[0], out)})"
     loop = loop_dtype(node, in_dtypes)
-    xs = [cast(a, d, loop) for a, d in zip(args, in_dtypes)]
+    # a float16/bfloat16 op first casts its operands to that dtype (e.g. a Python float)
+    target = out if (out.name in NARROW and op not in _COMPARE and op not in _LOGICAL
+                     and op not in _PREDICATES) else loop
+    xs = [cast(a, d, target) for a, d in zip(args, in_dtypes)]
     if op in _COMPARE:
         return f"({xs[0]} {_COMPARE[op]} {xs[1]})"
     if op in _LOGICAL:
@@ -151,4 +159,7 @@ def render(node, args, in_dtypes) -> str:
             "".join(f", {x}" for x in xs[1:]) + ")"
     # Numba types mixed/small-int arithmetic its own way (int8 + int8 is int64): pin the
     # result to the node's dtype, which also wraps integers like NumPy
-    return e if out.kind == "b" else f"np.{reg_dtype(out)}({e})"
+    if out.kind == "b":
+        # bool arithmetic is logical in NumPy (True + True is True), not integer
+        return f"({e} != 0)" if op in _ARITH else e
+    return f"np.{reg_dtype(out)}({e})"
