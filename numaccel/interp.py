@@ -16,7 +16,7 @@ def _scalar_value(attrs):
     return np.array(attrs["value"], dtype=attrs["dtype"])[()]
 
 
-def interpret(graph, values, env, keep_unbacked=True):
+def interpret(graph, values, env):
     """Run ``graph`` on input ``values``; ``env`` binds symbolic dims to sizes.
 
     Floating-point warnings are not raised, as in compiled code (documented)."""

@@ -240,7 +240,7 @@ class TraceState:
         g.outputs = [t._nid]
         try:
             with self.suspended():
-                return interpret(g, self.input_values, {}, keep_unbacked=True)[0]
+                return interpret(g, self.input_values, {})[0]
         finally:
             g.outputs = saved
 
