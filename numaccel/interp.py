@@ -7,7 +7,7 @@ import numpy as np
 from .backends import Backend, register_backend
 from .ops import get_op
 from .ops import prims as _prims  # noqa: F401  (registers the primitives)
-from .trace.symbolic import has_sym
+from .trace.symbolic import has_sym, resolve
 
 
 def _scalar_value(attrs):
@@ -43,35 +43,13 @@ def _interpret(graph, values, env):
         else:
             attrs = n.attrs
             if has_sym(attrs):
-                # unbacked (data-dependent) sizes are only informative in attrs
-                attrs = _resolve_unbacked(attrs, env)
+                attrs = resolve(attrs, env)
             v = get_op(op).ref(*[vals[i] for i in n.inputs], **attrs)
         vals[n.id] = v
         for i in set(n.inputs):
             if last_use.get(i) == n.id and i not in outs:
                 del vals[i]
     return [vals[i] for i in graph.outputs]
-
-
-def _resolve_unbacked(attrs, env):
-    from .trace.symbolic import Sym, evaluate
-
-    def r(v):
-        if isinstance(v, Sym):
-            try:
-                return evaluate(v.expr, env)
-            except KeyError:
-                return v
-        if isinstance(v, tuple):
-            return tuple(r(x) for x in v)
-        if isinstance(v, list):
-            return [r(x) for x in v]
-        if isinstance(v, dict):
-            return {k: r(x) for k, x in v.items()}
-        if isinstance(v, slice):
-            return slice(r(v.start), r(v.stop), r(v.step))
-        return v
-    return r(attrs)
 
 
 class NumpyBackend(Backend):

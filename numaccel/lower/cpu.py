@@ -16,7 +16,7 @@ from ..backends import Backend, register_backend
 from ..graph import Graph
 from ..interp import _scalar_value
 from ..ops import get_op
-from ..trace.symbolic import has_sym
+from ..trace.symbolic import has_sym, resolve
 from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, flat_view, load_source,
                           map_source, reduce_source)
 from .passes import fuse, simplify
@@ -48,8 +48,7 @@ def _scalar_arg(v, dt):
 
 
 def _resolve(attrs, env):
-    from ..interp import _resolve_unbacked
-    return _resolve_unbacked(attrs, env) if has_sym(attrs) else attrs
+    return resolve(attrs, env) if has_sym(attrs) else attrs
 
 
 class MapStep:

@@ -85,6 +85,8 @@ class Entry:
                 if x.ndim != len(dims):
                     return f"rank of argument leaf {k} changed: {len(dims)} -> {x.ndim}"
                 for d, (want, got) in enumerate(zip(dims, x.shape)):
+                    if want == "*":
+                        continue    # any size (segmented entries compile per shape)
                     if isinstance(want, str):
                         if got < 2:
                             return f"dim {d} of argument leaf {k} is {got} (sizes 0 and 1 " \
@@ -421,27 +423,9 @@ class Accelerated:
             # pieces between breaks once each (shape-generic entry: no shape guards)
             e.specs = [("array", x.dtype, tuple("*" for _ in x.shape))
                        if isinstance(x, np.ndarray) else _spec_of(x, ()) for x in leaves]
-            e.bind = _bind_loose(e)
             self.entries.append(e)
         with st.suspended():
             return self._finish(e, leaves, outs)
-
-
-def _bind_loose(e):
-    def bind(leaves):
-        if len(leaves) != len(e.specs):
-            return "a different number of arguments"
-        for k, (x, spec) in enumerate(zip(leaves, e.specs)):
-            if spec[0] == "array":
-                if not isinstance(x, np.ndarray) or x.dtype != spec[1] or x.ndim != len(spec[2]):
-                    return f"argument leaf {k} changed dtype or rank"
-            elif spec[0] == "scalar":
-                if not isinstance(x, np.generic) or x.dtype != spec[1]:
-                    return f"argument leaf {k} changed type"
-            elif type(x) is not spec[1]:
-                return f"argument leaf {k} changed type"
-        return {}
-    return bind
 
 
 def _dedupe(guards):

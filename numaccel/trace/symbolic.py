@@ -209,9 +209,14 @@ def to_json(d):
 
 
 def resolve(value, env):
-    """Replace every Sym inside ``value`` (nested tuples/lists/slices) by its value in env."""
+    """Replace every Sym inside ``value`` (nested tuples/lists/slices/dicts) by its value
+    in env. Symbols env does not bind (data-dependent sizes, known only at run time)
+    stay as they are: attrs carry them for shape rules only, references never read them."""
     if isinstance(value, Sym):
-        return evaluate(value.expr, env)
+        try:
+            return evaluate(value.expr, env)
+        except KeyError:
+            return value
     if isinstance(value, tuple):
         return tuple(resolve(v, env) for v in value)
     if isinstance(value, list):
