@@ -24,6 +24,20 @@ class Config:
     automatic_dynamic_shapes: bool = True
     #: cache entries per function; past it the function runs uncompiled (one warning)
     cache_size_limit: int = 8
+    #: a graph-break segment is compiled the N-th time it is seen (same structure, input
+    #: shapes and dtypes); before that the reference interpreter runs it, so segments that
+    #: change every loop iteration are never compiled. 1: compile on first sight
+    segment_compile_after: int = 2
+    #: segments whose ops produce fewer elements than this (in total) always run on the
+    #: reference interpreter: for them NumPy's calls are cheaper than compiled kernels
+    segment_min_elements: int = 0
+    #: a call that meets more new segments than this marks its function as making
+    #: loop-variant segments: from then on only segments that repeat within a call compile
+    segment_churn_limit: int = 16
+    #: how a function with graph breaks runs after its first call: "trace" (re-run it
+    #: under tracing, the compiled segments in between), "eager" (plain NumPy) or "auto"
+    #: (per argument shapes, whichever of the two was faster when last timed)
+    segmented_mode: str = "auto"
     #: default backend of @accelerate
     default_backend: str = "cpu"
     #: event kinds printed to stderr (see module docstring)

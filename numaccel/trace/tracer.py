@@ -17,14 +17,15 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import weakref
 
 import numpy as np
 
 from ..graph import Graph
 from ..ir import AVal
-from ..ops import get_op
 from . import symbolic
+from .segments import aval_key, freeze_attrs, infer_cached
 from .symbolic import Sym, hints, prod
 
 _tls = threading.local()
@@ -73,6 +74,7 @@ def aval_of(x) -> AVal:
 class TraceState:
     def __init__(self, *, fullgraph: bool, run_segment, fn_name: str = "?"):
         self.graph = Graph()
+        self.sigs = []                # per node of self.graph: its structural key (see _add)
         self.input_values = []        # concrete values of the current segment's inputs
         self.guards = []              # (expr, expected, why) recorded by Sym decisions
         self.breaks = []              # (reason, user source line)
@@ -86,6 +88,7 @@ class TraceState:
         self.fn_name = fn_name
         self.active = True
         self.specialized = []         # (input index, value, why) Python scalar args
+        self.suspended_s = 0.0        # seconds run concretely (segments, NumPy calls)
 
     # -- entering / leaving -----------------------------------------------------
     def __enter__(self):
@@ -113,9 +116,12 @@ class TraceState:
             self.st.active = False
             self.sink = symbolic.set_guard_sink(None)
             hooks(False)
+            self.t0 = time.perf_counter()
 
         def __exit__(self, *exc):
             from .npapi import hooks
+            if self.prev:
+                self.st.suspended_s += time.perf_counter() - self.t0
             hooks(True)
             self.st.active = self.prev
             symbolic.set_guard_sink(self.sink)
@@ -124,9 +130,38 @@ class TraceState:
         """Context in which NumPy runs concretely (no tracing, no guard recording)."""
         return TraceState._suspended(self)
 
+    # -- nodes ------------------------------------------------------------------
+    def _add(self, op, inputs, attrs, aval, scalar=False, frozen=None, const=None):
+        """``graph.add`` that also records the node's structural key, so the key of a
+        segment (the cache lookup on every re-traced call) is a tuple of ready parts
+        instead of a walk that freezes every attr again."""
+        node = self.graph.add(op, inputs, attrs, aval, scalar)
+        if frozen is None:
+            frozen = freeze_attrs(attrs)[0]
+            if frozen is None:
+                frozen = object()   # unhashable attrs: this segment is never reused
+        self.sigs.append((op, node.inputs, frozen, aval_key(aval), node.scalar, const))
+        return node
+
+    def segment_key(self) -> tuple:
+        """Structural key of the pending graph and its outputs: the parts of the nodes the
+        outputs depend on, under their ids in the unpruned graph (constants by identity,
+        small list constants by value). Dead nodes are left out: a decision on a Python
+        loop counter (``it < max_iter``) leaves one behind with a new value each time."""
+        sigs, outputs = self.sigs, self.graph.outputs
+        keep = [False] * len(sigs)
+        for o in outputs:
+            keep[o] = True
+        for i in range(len(sigs) - 1, -1, -1):
+            if keep[i]:
+                for j in sigs[i][1]:
+                    keep[j] = True
+        return tuple([s for s, k in zip(sigs, keep) if k or s[0] == "input"]) + \
+            (tuple(outputs),)
+
     # -- leaves -----------------------------------------------------------------
     def input(self, value, aval: AVal, src=None) -> "TracedArray":
-        node = self.graph.add("input", [], {"index": len(self.input_values)}, aval)
+        node = self._add("input", [], {"index": len(self.input_values)}, aval)
         self.input_values.append(value)
         t = TracedArray(self, node.id, aval)
         t._src = src
@@ -141,19 +176,19 @@ class TraceState:
             return x
         if type(x) in PY_KIND:
             kind = PY_KIND[type(x)]
-            node = self.graph.add("scalar", [], {"value": x, "dtype": None, "weak": kind},
-                                  aval_of(x))
+            node = self._add("scalar", [], {"value": x, "dtype": None, "weak": kind},
+                             aval_of(x))
             return TracedArray(self, node.id, node.aval)
         if isinstance(x, np.generic):
-            node = self.graph.add("scalar", [], {"value": x.item(), "dtype": x.dtype.name,
-                                                 "weak": None}, AVal((), x.dtype))
+            node = self._add("scalar", [], {"value": x.item(), "dtype": x.dtype.name,
+                                            "weak": None}, AVal((), x.dtype))
             return TracedArray(self, node.id, node.aval, scalar=True)
         if isinstance(x, np.ndarray):
             t = self.const_tas.get(id(x))
             if t is None:
                 # global/closure arrays are captured by reference: in-place changes to them
                 # are seen by later calls, a rebinding of the name is not (see README)
-                node = self.graph.add("const", [], {}, AVal(x.shape, x.dtype))
+                node = self._add("const", [], {}, AVal(x.shape, x.dtype), const=id(x))
                 self.graph.consts[node.id] = x
                 t = TracedArray(self, node.id, node.aval)
                 t._src = ("const", x)
@@ -167,7 +202,11 @@ class TraceState:
             arr = np.asarray(x)
             if arr.dtype == object:
                 raise UnsupportedArgument(f"cannot use {type(x).__name__} {x!r} as an array")
-            node = self.graph.add("const", [], {}, AVal(arr.shape, arr.dtype))
+            # a fresh array per trace: keyed by value (small ones), so that a segment
+            # holding a list literal is the same segment on every call
+            ck = ("v", arr.dtype.str, arr.shape, arr.tobytes()) if arr.nbytes <= 4096 \
+                else id(arr)
+            node = self._add("const", [], {}, AVal(arr.shape, arr.dtype), const=ck)
             self.graph.consts[node.id] = arr
             return TracedArray(self, node.id, node.aval)
         raise UnsupportedArgument(f"cannot trace an operand of type {type(x).__name__}")
@@ -175,9 +214,9 @@ class TraceState:
     # -- ops --------------------------------------------------------------------
     def op(self, name: str, inputs, scalar: bool = False, **attrs) -> "TracedArray":
         ts = [self.lift(x) for x in inputs]
-        aval = infer_cached(name, [t._aval for t in ts], attrs)
-        node = self.graph.add(name, [t._nid for t in ts], attrs, aval,
-                              scalar and len(aval.shape) == 0)
+        aval, frozen = infer_cached(name, [t._aval for t in ts], attrs)
+        node = self._add(name, [t._nid for t in ts], attrs, aval,
+                         scalar and len(aval.shape) == 0, frozen)
         return TracedArray(self, node.id, aval, scalar=node.scalar)
 
     # -- graph breaks -------------------------------------------------------------
@@ -206,18 +245,19 @@ class TraceState:
         g = self.graph
         g.outputs = nodes
         with self.suspended():
-            values = self.run_segment(g, self.input_values)
+            values = self.run_segment(g, self.input_values, self.segment_key())
         self.segments.append(g)
         valmap = dict(zip(nodes, values))
         result = [valmap[t._node] for t in ts]
         self.graph = Graph()
+        self.sigs = []
         self.input_values = []
         self.mask_counts = {}
         remap = {}
         for nid in nodes:
             v = valmap[nid]
-            node = self.graph.add("input", [], {"index": len(self.input_values)}, aval_of(v),
-                                  g.nodes[nid].scalar)
+            node = self._add("input", [], {"index": len(self.input_values)}, aval_of(v),
+                             g.nodes[nid].scalar)
             self.input_values.append(v)
             remap[nid] = node.id
         for t in list(self.live):
@@ -239,10 +279,11 @@ class TraceState:
         saved = g.outputs
         g.outputs = [t._nid]
         try:
-            with self.suspended():
-                return interpret(g, self.input_values, {})[0]
+            sub = g.prune()   # only what t depends on: the pending graph can be long
         finally:
             g.outputs = saved
+        with self.suspended():
+            return interpret(sub, self.input_values, {})[0]
 
     def specialize(self, t):
         """Value of a Python-scalar traced value; guards the arguments it comes from."""
@@ -272,28 +313,6 @@ class TraceState:
         name = f"u{self.n_unbacked}"
         self.n_unbacked += 1
         return Sym.symbol(name, hint_value)
-
-
-_INFER_CACHE: dict = {}
-
-
-def infer_cached(name, avals, attrs):
-    """``infer`` memoized for static shapes (a symbolic rule must run: it records guards)."""
-    if any(not symbolic.is_static(a.shape) for a in avals) or symbolic.has_sym(attrs):
-        return get_op(name).infer(avals, **attrs)
-    from ..graph import freeze
-    try:
-        key = (name, tuple(avals), freeze(attrs))
-        hash(key)
-    except TypeError:
-        return get_op(name).infer(avals, **attrs)
-    aval = _INFER_CACHE.get(key)
-    if aval is None:
-        aval = get_op(name).infer(avals, **attrs)
-        if len(_INFER_CACHE) > 50000:
-            _INFER_CACHE.clear()
-        _INFER_CACHE[key] = aval
-    return aval
 
 
 def _flat(x):
@@ -365,8 +384,8 @@ class TracedArray:
             cur = b
             nid = b._nid
             for name, attrs in self._chain:
-                aval = get_op(name).infer([st.graph.nodes[nid].aval], **attrs)
-                nid = st.graph.add(name, [nid], attrs, aval).id
+                aval, frozen = infer_cached(name, [st.graph.nodes[nid].aval], attrs)
+                nid = st._add(name, [nid], attrs, aval, False, frozen).id
             self._node = nid
             self._aval = st.graph.nodes[nid].aval
             self._ver = cur._version

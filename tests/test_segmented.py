@@ -1,0 +1,316 @@
+"""Functions with graph breaks ("segmented" entries): the segment cache, its hotness
+threshold, loop-variant segments, the eager/trace policy, and results on corpus-like
+programs (data-dependent loops and branches, unsupported NumPy functions)."""
+import numpy as np
+import pytest
+
+import numaccel
+from numaccel.config import config
+
+from conftest import assert_same
+
+
+@pytest.fixture
+def knobs():
+    """Set config knobs for one test; restores them afterwards."""
+    names = ("segment_compile_after", "segment_min_elements", "segment_churn_limit",
+             "segmented_mode")
+    saved = {n: getattr(config, n) for n in names}
+
+    def set_(**kw):
+        for k, v in kw.items():
+            setattr(config, k, v)
+    yield set_
+    for n, v in saved.items():
+        setattr(config, n, v)
+
+
+def one_break(x):
+    y = x * 2.0
+    if y.sum() > 0:
+        return np.sin(y) + 1.0
+    return y - 1.0
+
+
+def jacobi(f, h, tol, max_iter):
+    u = np.zeros_like(f)
+    err = np.inf
+    it = 0
+    while err > tol and it < max_iter:
+        u_new = u.copy()
+        u_new[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2]
+                                    + u[1:-1, 2:] - h * h * f[1:-1, 1:-1])
+        err = np.abs(u_new - u).max()
+        u = u_new
+        it += 1
+    return u, it, err
+
+
+def chunked(signal, block, threshold, gain):
+    out = np.empty_like(signal)
+    n_loud = 0
+    for start in range(0, signal.shape[1], block):
+        seg = signal[:, start:start + block]
+        energy = np.mean(seg * seg)
+        if energy > threshold:
+            y = np.tanh(seg / np.sqrt(energy)) * np.sqrt(threshold)
+            n_loud += 1
+        else:
+            y = seg * gain
+        dc = y.mean(axis=1, keepdims=True)
+        if dc.sum() > 0:
+            y = y - dc
+        out[:, start:start + block] = y
+    return out, n_loud
+
+
+def backtracking(x0, iters, step0, shrink, c1):
+    def rosen(x):
+        return np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+    def grad(x):
+        t = x[1:] - x[:-1] ** 2
+        g = np.zeros_like(x)
+        g[:-1] = -400.0 * x[:-1] * t - 2.0 * (1.0 - x[:-1])
+        g[1:] += 200.0 * t
+        return g
+    x = x0.copy()
+    fx = rosen(x)
+    n_evals = 1
+    for _ in range(iters):
+        g = grad(x)
+        gg = g @ g
+        step = step0
+        x_try = x - step * g
+        f_try = rosen(x_try)
+        while f_try > fx - c1 * step * gg and step > 1e-10:
+            step *= shrink
+            x_try = x - step * g
+            f_try = rosen(x_try)
+            n_evals += 1
+        x, fx = x_try, f_try
+    return x, fx, n_evals
+
+
+def ridge(X, y, lambdas):
+    d = X.shape[1]
+    Xs = (X - X.mean(axis=0)) / X.std(axis=0)
+    yc = y - y.mean()
+    G = Xs.T @ Xs
+    rhs = Xs.T @ yc
+    evals = np.linalg.eigvalsh(G)
+    coefs = np.empty((len(lambdas), d))
+    for i, lam in enumerate(lambdas):
+        coefs[i] = np.linalg.solve(G + lam * np.eye(d), rhs)
+    dof = (evals[None, :] / (evals[None, :] + np.asarray(lambdas)[:, None])).sum(axis=1)
+    return coefs, dof
+
+
+def compact(values, threshold):
+    keep = values > threshold
+    slots = np.cumsum(keep) - 1
+    packed = np.zeros(np.count_nonzero(keep), dtype=values.dtype)
+    packed[slots[keep]] = values[keep]
+    return packed, np.bincount(slots[keep] % 3, minlength=3)
+
+
+def corpus_like(rng):
+    n = 24
+    f = rng.uniform(-1, 1, (n, n))
+    sig = rng.standard_normal((3, 700)) * np.repeat([0.3, 2.0, 0.3, 2.0, 0.3], 140)
+    return [
+        (jacobi, (f, 1.0 / (n - 1), 1e-4, 500), 1e-9),
+        (chunked, (sig, 64, 1.0, 1.8), 1e-9),     # 700 = 10 blocks of 64 + a tail of 60
+        (backtracking, (1.0 + 0.3 * rng.standard_normal(200), 6, 0.01, 0.5, 1e-4), 1e-6),
+        (ridge, (rng.standard_normal((50, 6)), rng.standard_normal(50), [0.1, 1.0, 10.0]),
+         1e-9),
+        (compact, (rng.standard_normal(300), 0.5), 1e-12),
+    ]
+
+
+# ------------------------------------------------------------------------------ the cache
+
+def test_a_segment_compiles_on_its_second_sighting(knobs):
+    knobs(segmented_mode="trace")
+    f = numaccel.accelerate(one_break)
+    x = np.arange(1.0, 5.0)
+    assert_same(f(x), one_break(x))
+    info = f.cache_info()
+    assert info.compiles == 0 and info.graph_breaks == 1    # both pieces interpreted
+    assert_same(f(x), one_break(x))
+    assert f.cache_info().compiles == 2                     # now compiled ...
+    for _ in range(3):
+        assert_same(f(x), one_break(x))
+    assert f.cache_info().compiles == 2                     # ... once
+    assert_same(f(-x), one_break(-x))                       # the other branch: new piece
+    assert f.cache_info().compiles == 2
+
+
+def test_compile_after_one_is_the_old_behaviour(knobs):
+    knobs(segmented_mode="trace", segment_compile_after=1)
+    f = numaccel.accelerate(one_break)
+    assert_same(f(np.ones(4)), one_break(np.ones(4)))
+    assert f.cache_info().compiles == 2
+
+
+def test_new_shapes_are_new_segments(knobs):
+    knobs(segmented_mode="trace")
+    f = numaccel.accelerate(one_break)
+    for n in (3, 5, 3, 5, 3):
+        x = np.linspace(-1.0, 2.0, n)
+        assert_same(f(x), one_break(x))
+    assert f.cache_info().compiles == 4
+
+
+def test_loop_with_a_break_per_iteration_compiles_each_segment_once(knobs, rng):
+    knobs(segmented_mode="trace")
+    f = numaccel.accelerate(jacobi)
+    args = (rng.uniform(-1, 1, (12, 12)), 0.1, 1e-6, 200)
+    ref = jacobi(*args)
+    assert ref[1] > 10
+    assert_same(f(*args), ref, rtol=1e-9, atol=1e-12)
+    info = f.cache_info()
+    # the first segment, the loop body (seen again in the 2nd iteration), the last one
+    assert info.compiles <= 3 and info.graph_breaks >= ref[1]
+    assert_same(f(*args), ref, rtol=1e-9, atol=1e-12)
+    assert f.cache_info().compiles <= 4
+
+
+def test_loop_variant_slices_are_not_compiled_per_iteration(knobs, rng):
+    knobs(segmented_mode="trace")
+    f = numaccel.accelerate(chunked)
+    sig = rng.standard_normal((2, 40 * 16)) * np.repeat([0.2, 3.0] * 20, 16)
+    for _ in range(3):
+        assert_same(f(sig, 16, 1.0, 1.5), chunked(sig, 16, 1.0, 1.5), rtol=1e-12)
+    # 40 iterations, each with a segment of its own slice bounds: those stay on the
+    # reference interpreter; only the pieces that repeat within a call are compiled
+    assert f.cache_info().compiles <= 8, f.cache_info()
+
+
+def test_churn_limit_off_compiles_segments_seen_in_two_calls(knobs, rng):
+    knobs(segmented_mode="trace", segment_churn_limit=10 ** 9)
+    f = numaccel.accelerate(chunked)
+    sig = rng.standard_normal((2, 12 * 16))
+    f(sig, 16, 1.0, 1.5)
+    first = f.cache_info().compiles
+    assert_same(f(sig, 16, 1.0, 1.5), chunked(sig, 16, 1.0, 1.5), rtol=1e-12)
+    assert f.cache_info().compiles >= first + 12
+
+
+def test_small_segments_stay_on_the_interpreter(knobs):
+    knobs(segmented_mode="trace", segment_min_elements=10 ** 6)
+    f = numaccel.accelerate(one_break)
+    for _ in range(3):
+        assert_same(f(np.ones(5)), one_break(np.ones(5)))
+    assert f.cache_info().compiles == 0
+
+
+def test_list_literals_are_keyed_by_value(knobs):
+    knobs(segmented_mode="trace")
+
+    def g(x, flag):
+        y = x + ([1.0, 2.0, 3.0] if flag else [3.0, 2.0, 1.0])
+        if y.sum() > 0:
+            return y * 2
+        return y
+    f = numaccel.accelerate(g)
+    x = np.ones(3)
+    for flag in (True, True, False, True, False):
+        assert_same(f(x, flag), g(x, flag))
+    compiles = f.cache_info().compiles
+    for flag in (True, False, True):
+        assert_same(f(x, flag), g(x, flag))
+    assert f.cache_info().compiles == compiles   # a fresh list array each call: same key
+
+
+def test_negative_zero_literal_is_not_zero(knobs):
+    knobs(segmented_mode="trace")
+
+    def g(x, neg):
+        y = x * (-0.0 if neg else 0.0)
+        if x.sum() > 0:
+            return np.copysign(np.ones(3), y)
+        return y
+    f = numaccel.accelerate(g)
+    x = np.ones(3)
+    for neg in (False, False, True, True, False):
+        assert_same(f(x, neg), g(x, neg))
+
+
+def test_segments_of_a_mutating_function(knobs, rng):
+    knobs(segmented_mode="trace")
+
+    def g(a, b):
+        a[1:] += b[:-1]
+        if a.sum() > 0:
+            a *= 0.5
+        b[0] = a.max()
+        return a.mean()
+    for _ in range(2):
+        for mode in ("trace", "eager", "auto"):
+            knobs(segmented_mode=mode)
+            f = numaccel.accelerate(g)
+            for _ in range(4):
+                a, b = rng.standard_normal(6), rng.standard_normal(6)
+                a2, b2 = a.copy(), b.copy()
+                assert_same(f(a, b), g(a2, b2))
+                assert_same(a, a2)
+                assert_same(b, b2)
+
+
+# ------------------------------------------------------------------------------ the policy
+
+def test_eager_mode_runs_plain_numpy_after_the_first_call(knobs):
+    knobs(segmented_mode="eager")
+    f = numaccel.accelerate(one_break)
+    x = np.arange(4.0)
+    assert_same(f(x), one_break(x))
+    breaks = f.cache_info().graph_breaks
+    for _ in range(3):
+        assert_same(f(x), one_break(x))
+    info = f.cache_info()
+    assert info.graph_breaks == breaks and info.hits == 3 and info.compiles == 0
+
+
+def test_auto_mode_times_both_ways_and_stays_correct(knobs, rng):
+    knobs(segmented_mode="auto")
+    f = numaccel.accelerate(one_break)
+    xs = [rng.standard_normal(64) + 0.5 for _ in range(4)]
+    for i in range(70):     # past the periodic re-probe of the losing way
+        x = xs[i % 4]
+        assert_same(f(x), one_break(x))
+    info = f.cache_info()
+    # the first calls trace (and compile), then plain NumPy is timed at least twice
+    assert info.hits == 69 and info.graph_breaks >= 3
+
+
+def test_bad_mode_is_a_clear_error(knobs):
+    f = numaccel.accelerate(one_break)
+    f(np.ones(3))
+    knobs(segmented_mode="fast")
+    with pytest.raises(ValueError, match="segmented_mode must be 'auto', 'trace' or"):
+        f(np.ones(3))
+
+
+# ------------------------------------------------------------------------------ results
+
+@pytest.mark.parametrize("mode", ["trace", "auto"])
+@pytest.mark.parametrize("case", range(5), ids=["jacobi", "chunked", "backtracking",
+                                                "ridge", "compact"])
+def test_corpus_like_programs_equal_numpy(knobs, rng, mode, case):
+    knobs(segmented_mode=mode)
+    fn, args, tol = corpus_like(rng)[case]
+    ref = fn(*args)
+    f = numaccel.accelerate(fn)
+    for _ in range(5):
+        assert_same(f(*args), ref, rtol=tol, atol=tol)
+    assert f.cache_info().graph_breaks > 0
+
+
+def test_chunked_tail_block_and_other_data(knobs, rng):
+    knobs(segmented_mode="trace")
+    f = numaccel.accelerate(chunked)
+    for n in (700, 640, 700, 130):
+        sig = rng.standard_normal((3, n)) * 1.3
+        assert_same(f(sig, 64, 1.0, 1.8), chunked(sig, 64, 1.0, 1.8), rtol=1e-9,
+                    atol=1e-12)
