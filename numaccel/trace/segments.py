@@ -95,7 +95,7 @@ _PROBE_EVERY = 32
 class Segment:
     """A cached segment: its pruned graph, how to run it, how often it was seen."""
 
-    __slots__ = ("graph", "run", "work", "seen", "compiled", "call", "in_call")
+    __slots__ = ("graph", "run", "work", "seen", "compiled", "call", "in_call", "seen_run")
 
     def __init__(self, graph, run, work):
         self.graph = graph
@@ -105,6 +105,7 @@ class Segment:
         self.compiled = False
         self.call = -1          # the last call of the function that ran it ...
         self.in_call = 0        # ... and how often it ran in that call
+        self.seen_run = 0       # 1 once its compiled version ran
 
 
 class Policy:
