@@ -9,8 +9,6 @@
 """
 from __future__ import annotations
 
-import ml_dtypes as _ml_dtypes
-
 from . import cpu_features as _cpu_features
 
 # before Numba is imported anywhere: it reads the instruction set once
@@ -27,11 +25,14 @@ from .backends import register_backend, register_kernel, get_backend, list_backe
 from . import interp as _interp  # noqa: F401  (registers the built-in backends)
 
 __version__ = "0.1.0"
-bfloat16 = _ml_dtypes.bfloat16
 
 # Heavy subsystems load on first use so `import numaccel` stays cheap and so that,
-# e.g., numaccel.ckpt works without importing the compiler.
+# e.g., numaccel.ckpt works without importing the compiler. ml_dtypes too: its import
+# registers its dtypes' ufunc loops with NumPy (1.2-2.4 s measured with NumPy 2.4.6 and
+# ml_dtypes 0.7.0, nearly all in PyUFunc_AddLoop), and a program without bfloat16 arrays
+# never needs it (a program with them has imported it already).
 _LAZY = {
+    "bfloat16": ("ml_dtypes", "bfloat16"),
     "accelerate": ("numaccel.trace.api", "accelerate"),
     "explain": ("numaccel.trace.explain", "explain"),
     "GraphBreakError": ("numaccel.trace.tracer", "GraphBreakError"),

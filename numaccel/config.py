@@ -38,6 +38,9 @@ class Config:
     #: under tracing, the compiled segments in between), "eager" (plain NumPy) or "auto"
     #: (per argument shapes, whichever of the two was faster when last timed)
     segmented_mode: str = "auto"
+    #: small static-shape graphs run as ONE generated Numba function (False: the Python
+    #: loop over kernel steps, for debugging)
+    compiled_wrapper: bool = True
     #: default backend of @accelerate
     default_backend: str = "cpu"
     #: event kinds printed to stderr (see module docstring)

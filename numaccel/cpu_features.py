@@ -43,9 +43,19 @@ def resolve(requested: str | None) -> str:
     return req
 
 
+def _avx512_env():
+    """The host CPU with 512-bit vectors: LLVM tunes many Intel cores (Skylake-X, Ice
+    Lake, Rocket Lake...) to "prefer-256-bit", i.e. AVX-512 instructions on ymm registers;
+    the capability "avx512" means zmm, so that tuning is switched off."""
+    import llvmlite.binding as llvm
+    feats = llvm.get_host_cpu_features().flatten()
+    return llvm.get_host_cpu_name(), feats + ",-prefer-256-bit"
+
+
 def apply(capability: str) -> None:
     """Point Numba at ``capability`` (before its first compilation)."""
-    name, feats = _NUMBA_ENV.get(capability, (None, None))
+    name, feats = _avx512_env() if capability == "avx512" else \
+        _NUMBA_ENV.get(capability, (None, None))
     if name is None:
         os.environ.pop("NUMBA_CPU_NAME", None)
         os.environ.pop("NUMBA_CPU_FEATURES", None)
@@ -64,7 +74,9 @@ _in_force = None
 def init_from_env() -> str:
     global _in_force
     _in_force = resolve(os.environ.get("NUMACCEL_CPU_CAPABILITY"))
-    if os.environ.get("NUMACCEL_CPU_CAPABILITY"):
+    user_numba = os.environ.get("NUMBA_CPU_NAME") or os.environ.get("NUMBA_CPU_FEATURES")
+    if os.environ.get("NUMACCEL_CPU_CAPABILITY") or (_in_force == "avx512" and
+                                                     not user_numba):
         apply(_in_force)
     return _in_force
 

@@ -135,8 +135,9 @@ def freeze(v):
         return ("sym", v.expr)
     if isinstance(v, slice):
         return ("sl", freeze(v.start), freeze(v.stop), freeze(v.step))
-    if isinstance(v, float) and v != v:
-        return ("nan",)
+    if isinstance(v, (float, np.floating)):
+        # by bits: -0.0 == 0.0 but they differ (copysign, 1/x); every NaN is one NaN
+        return ("nan",) if v != v else ("f", type(v).__name__, float(v).hex())
     return (type(v).__name__, v)
 
 

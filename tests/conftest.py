@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import ml_dtypes
 import numpy as np
@@ -55,13 +56,15 @@ def assert_same(got, ref, path="result", rtol=None, atol=None):
         np.testing.assert_array_equal(g, r, err_msg=path)
 
 
-def check_np(fn, *args, backend="numpy", fullgraph=False, calls=2, rtol=None, atol=None,
+def check_np(fn, *args, backend=None, fullgraph=False, calls=2, rtol=None, atol=None,
              **kwargs):
     """Run ``fn`` with NumPy and accelerated (``calls`` times, so cached replays are
     checked too) on deep copies of the arguments; compare results and mutated arguments.
     Returns the accelerated function (for counters)."""
     ref_args = copy.deepcopy((args, kwargs))
     ref = fn(*ref_args[0], **ref_args[1])
+    # NUMACCEL_TEST_BACKEND=cpu runs the whole op suite through the cpu backend
+    backend = backend or os.environ.get("NUMACCEL_TEST_BACKEND", "numpy")
     acc = numaccel.accelerate(fn, backend=backend, fullgraph=fullgraph)
     for _ in range(calls):
         got_args = copy.deepcopy((args, kwargs))

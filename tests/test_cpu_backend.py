@@ -8,6 +8,15 @@ from numaccel.lower.passes import fuse, simplify
 from conftest import BF16, assert_same, check_np
 
 
+@pytest.fixture(autouse=True)
+def step_wrapper():
+    """These tests are about the kernels and their steps: small inputs would otherwise
+    run through the compiled wrapper (tested in test_cpu_wrapper.py)."""
+    numaccel.config.compiled_wrapper = False
+    yield
+    numaccel.config.compiled_wrapper = True
+
+
 def cpu(fn, *args, **kw):
     return check_np(fn, *args, backend="cpu", **kw)
 
@@ -73,7 +82,8 @@ def test_fused_reductions(name, axis, rng):
     x = rng.standard_normal((4, 5, 6)).astype(np.float32)
     fn = getattr(np, name)
     acc = cpu(lambda x: fn(np.abs(x) * 2 - 1, axis=axis), x, calls=1)
-    assert any(type(s).__name__ == "ReduceStep" for s in kernels_of(acc).steps)
+    # last-axis reductions are row kernels, the others reduction kernels
+    assert any(type(s).__name__ in ("ReduceStep", "RowStep") for s in kernels_of(acc).steps)
     cpu(lambda x: fn(x, axis=axis, keepdims=True), x, calls=1)
 
 
@@ -147,13 +157,18 @@ def test_cse_and_fusion_plan():
 
 DISK_SCRIPT = r"""
 import numpy as np, numaccel
-f = numaccel.accelerate(lambda x, y: np.exp(x) * y - x.sum(axis=-1, keepdims=True))
 x = np.ones((50, 40), np.float32)
+numaccel.config.compiled_wrapper = False          # the step kernels
+f = numaccel.accelerate(lambda x, y: np.exp(x) * y - x.sum(axis=-1, keepdims=True))
 f(x, x)
 run = f.entries[0].run
 disp = [m.kernel_ser for s in run.steps for m in getattr(s, "mods", {}).values()
         if hasattr(m, "kernel_ser")] + [m[0].kernel_ser for s in run.steps
         for m in getattr(s, "mods", {}).values() if isinstance(m, tuple)]
+numaccel.config.compiled_wrapper = True           # and a compiled wrapper
+g = numaccel.accelerate(lambda x, y: np.exp(x) * y - x.sum(axis=-1, keepdims=True))
+g(x, x)
+disp.append(g.entries[0].run.wrapper.entry)
 print(sum(sum(d.stats.cache_hits.values()) for d in disp),
       sum(sum(d.stats.cache_misses.values()) for d in disp))
 """

@@ -13,13 +13,17 @@ import os
 import numpy as np
 
 from ..backends import Backend, register_backend
+from ..config import config, log
 from ..graph import Graph
 from ..interp import _scalar_value
 from ..ops import get_op
 from ..trace.symbolic import has_sym, resolve
 from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, flat_view, load_source,
                           map_source, reduce_source)
+from .cpu_wrapper import CompiledWrapper, Unsupported
+from .cpu_rows import RowStep
 from .passes import fuse, simplify
+from .rows import boundary, row_groups
 
 # elements; below this the serial flavour runs: a parallel region costs a thread wake-up
 # (tens of microseconds, far more on a loaded machine) that small loops never repay
@@ -282,13 +286,28 @@ class CompiledGraph:
     def __init__(self, graph: Graph):
         self.graph = g = simplify(graph)
         kinds, mat, kernels = fuse(g)
-        self.kinds, self.kernels = kinds, kernels
+        groups = row_groups(g, kinds, mat, kernels)
+        for _ in range(3):
+            extra = boundary(g, kinds, mat, kernels, groups)
+            if not extra:
+                break
+            kinds, mat, kernels = fuse(g, mat | extra)
+            groups = row_groups(g, kinds, mat, kernels)
+        else:
+            groups = []     # no stable plan (never seen): plain kernels
+        self.kinds, self.kernels, self.groups = kinds, kernels, groups
+        member = {i: grp for grp in groups for i in grp.roles}
+        rows = {grp.anchor: grp for grp in groups}
         base = {}
         for n in g.nodes:
             base[n.id] = base[n.inputs[0]] if kinds[n.id] == "view" else n.id
         plan = [n.id for n in g.nodes if kinds[n.id] != "leaf" and not (
-            kinds[n.id] == "ew" and n.id not in mat and n.id not in kernels)]
-        last = self._last_uses(g, plan, kernels, base)
+            kinds[n.id] == "ew" and n.id not in mat and n.id not in kernels) and (
+            n.id not in member or n.id in rows)]
+        plan = _toposort(g, plan, kernels, rows)
+        all_kernels = kernels
+        kernels = {i: k for i, k in kernels.items() if i not in member}
+        last = self._last_uses(g, plan, kernels, base, rows)
         outs = set(g.outputs)
         consumers = {}
         for n in g.nodes:
@@ -309,6 +328,8 @@ class CompiledGraph:
                 if can_direct:
                     direct[val] = (n.inputs[0], n.attrs["chain"])
                 steps.append(InplaceScatterStep(n, can_direct))
+            elif nid in rows:
+                steps.append(RowStep(g, rows[nid]))
             elif nid in kernels:
                 kern = kernels[nid]
                 steps.append(MapStep(g, kern) if kern.kind == "map" else ReduceStep(g, kern))
@@ -330,9 +351,17 @@ class CompiledGraph:
         self.steps = steps
         self.numpy_steps = any(isinstance(st, NumpyStep) for st in steps)
         self.leaves = [n for n in g.nodes if n.op in ("input", "const", "scalar")]
+        self.wrapper, self.why_steps = None, "numaccel.config.compiled_wrapper is False"
+        if config.compiled_wrapper:
+            try:
+                self.wrapper = CompiledWrapper(g, kinds, mat, all_kernels)
+            except Unsupported as exc:
+                self.why_steps = str(exc)
 
     @staticmethod
     def _reads(st):
+        if isinstance(st, RowStep):
+            return st.operands
         if isinstance(st, (MapStep, ReduceStep)):
             return st.k.operands
         if isinstance(st, InplaceScatterStep):
@@ -340,10 +369,11 @@ class CompiledGraph:
         return st.inputs
 
     @staticmethod
-    def _last_uses(g, plan, kernels, base):
+    def _last_uses(g, plan, kernels, base, rows):
         last = {}
         for pos, nid in enumerate(plan):
-            reads = kernels[nid].operands if nid in kernels else g.nodes[nid].inputs
+            reads = [p for p, _ in rows[nid].operands] if nid in rows else \
+                kernels[nid].operands if nid in kernels else g.nodes[nid].inputs
             for i in reads:
                 last[base[i]] = last[i] = pos
         return last
@@ -381,6 +411,15 @@ class CompiledGraph:
                 and root not in outs and last.get(root) == pos)
 
     def __call__(self, values, env=None):
+        if self.wrapper is not None:
+            try:
+                return self.wrapper(values)
+            except Exception as exc:  # noqa: BLE001
+                # Numba could not type it, or the program raises: the step path decides
+                # (it raises NumPy's own error where there is one)
+                log("graph_breaks", f"compiled wrapper failed ({type(exc).__name__}: "
+                                    f"{exc}); using the step wrapper")
+                self.wrapper, self.why_steps = None, f"{type(exc).__name__}: {exc}"
         env = env or {}
         vals = [None] * len(self.graph.nodes)
         for n in self.leaves:
@@ -404,9 +443,15 @@ class CompiledGraph:
                 vals[i] = None
 
     def describe(self) -> str:
-        lines = []
+        lines = ["compiled wrapper: one Numba function" if self.wrapper is not None else
+                 f"step wrapper ({self.why_steps})"]
         for s in self.steps:
-            if isinstance(s, (MapStep, ReduceStep)):
+            if isinstance(s, RowStep):
+                grp = s.grp
+                lines.append(f"kernel[row] %{grp.anchor}: {len(grp.reds)} reductions in "
+                             f"{max(grp.level.values())} passes, "
+                             f"{' '.join(self.graph.nodes[i].op for i in grp.order)}")
+            elif isinstance(s, (MapStep, ReduceStep)):
                 ops = [self.graph.nodes[i].op for i in s.k.nodes]
                 if isinstance(s, ReduceStep):
                     ops.append(s.node.op)
@@ -417,6 +462,40 @@ class CompiledGraph:
             else:
                 lines.append(f"numpy %{s.n.id}: {s.n.op}")
         return "\n".join(lines)
+
+
+def _toposort(g, plan, kernels, rows):
+    """Plan entries in dependency order, else in graph order: a row group runs at its
+    last member, so an entry that reads one of its values but came earlier moves after."""
+    import heapq
+    pos = {nid: k for k, nid in enumerate(plan)}
+    producer = {}
+    for nid in plan:
+        for i in (rows[nid].roles if nid in rows else (nid,)):
+            producer[i] = nid
+    deps = {}
+    for nid in plan:
+        reads = [p for p, _ in rows[nid].operands] if nid in rows else \
+            kernels[nid].operands if nid in kernels else g.nodes[nid].inputs
+        deps[nid] = {producer[i] for i in reads if i in producer and producer[i] != nid}
+    users = {nid: [] for nid in plan}
+    for nid, ds in deps.items():
+        for d in ds:
+            users[d].append(nid)
+    count = {nid: len(ds) for nid, ds in deps.items()}
+    ready = [pos[nid] for nid in plan if not count[nid]]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        nid = plan[heapq.heappop(ready)]
+        out.append(nid)
+        for u in users[nid]:
+            count[u] -= 1
+            if not count[u]:
+                heapq.heappush(ready, pos[u])
+    if len(out) != len(plan):
+        raise RuntimeError("numaccel internal error: cyclic kernel plan")
+    return out
 
 
 class CpuBackend(Backend):

@@ -7,9 +7,12 @@ makes a second process start warm. ``NUMACCEL_DEBUG=1`` prints every generated s
 """
 from __future__ import annotations
 
+import functools
+import glob
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 
 import numpy as np
@@ -27,15 +30,40 @@ def cache_dir() -> str:
     return d
 
 
+_LIB_FILES = ("lower/mathlib*.py", "lower/rowlib.py", "kernels_cpu/bf16.py")
+
+
+@functools.lru_cache(maxsize=None)
 def _versions() -> str:
+    """Versions, and a hash of the library sources kernels inline or link (mathlib,
+    rowlib, bf16): Numba's cache checks only a kernel file's own time stamp, so an edit
+    of the library must give new kernel files, not stale compiled code."""
     import numba
 
     from .. import __version__
-    return f"numaccel {__version__} numba {numba.__version__} numpy {np.__version__}"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return (f"numaccel {__version__} numba {numba.__version__} numpy {np.__version__} "
+            f"lib {_library_hash(root)}")
+
+
+def _library_hash(root: str) -> str:
+    """Hash of the ``_LIB_FILES`` under package directory ``root`` (names and contents)."""
+    h = hashlib.sha256()
+    for pattern in _LIB_FILES:
+        for path in sorted(glob.glob(os.path.join(root, pattern))):
+            with open(path, "rb") as f:
+                h.update(os.path.relpath(path, root).encode() + b"\0" + f.read())
+    return h.hexdigest()[:12]
 
 
 def load_source(src: str):
-    """Import generated ``src`` from a file named by its hash (in-process memo too)."""
+    """Import generated ``src`` from a file named by its hash (in-process memo too).
+
+    A ``_PRELUDE`` in ``src`` gets the imports of exactly the library functions the
+    source names (``_library_imports``)."""
+    head, mark, body = src.partition(_LIB_MARK)
+    if mark:
+        src = head + _library_imports(body) + body
     key = hashlib.sha256((_versions() + "\n" + src).encode()).hexdigest()[:20]
     mod = _MODULES.get(key)
     if mod is not None:
@@ -64,13 +92,29 @@ def load_source(src: str):
     return mod
 
 
-_PRELUDE = """import numba
-import numpy as np
-from numba import prange
-from numaccel.kernels_cpu.bf16 import bf16_to_f32, f32_to_bf16, f16_to_f32, f32_to_f16
-from numaccel.lower import mathlib as _ml
-globals().update({k: getattr(_ml, k) for k in dir(_ml) if k.endswith(("_f32", "_f64"))})
-"""
+# load_source replaces this line by the library imports the source needs
+_LIB_MARK = "# numaccel: library imports\n"
+_PRELUDE = "import numba\nimport numpy as np\nfrom numba import prange\n" + _LIB_MARK
+_BF16 = ("bf16_to_f32", "f32_to_bf16", "f16_to_f32", "f32_to_f16")
+_IDENT = re.compile(r"\b[A-Za-z_]\w*_(?:f32|f64|bf16|f16)\b")
+
+
+def _library_imports(body: str) -> str:
+    """``from <module> import <names>`` lines for the mathlib ``<op>_f32/_f64`` and bf16
+    helpers named in ``body``: importing all of mathlib (and ml_dtypes through the bf16
+    module) into every kernel costs a new process ~40 ms (ml_dtypes: 1-2 s) more."""
+    from .mathlib import LOCATION
+
+    used = set(_IDENT.findall(body))
+    lines, by_module = [], {}
+    if used.intersection(_BF16):
+        lines.append("from numaccel.kernels_cpu.bf16 import "
+                     + ", ".join(n for n in _BF16 if n in used))
+    for n in sorted(used):
+        if n in LOCATION and n.endswith(("_f32", "_f64")):
+            by_module.setdefault(LOCATION[n], []).append(n)
+    lines += [f"from {m} import {', '.join(ns)}" for m, ns in sorted(by_module.items())]
+    return "".join(line + "\n" for line in lines)
 
 
 def _load(name, dt, idx):
@@ -91,12 +135,19 @@ def _store(expr, dt):
     return expr
 
 
-def _body(graph, k, operand_names, idx, indent):
-    """Statements computing every node of kernel ``k`` at index ``idx``."""
+def _body(graph, k, operand_names, idx, indent, prefix="v"):
+    """Statements computing every node of kernel ``k`` at index ``idx`` (locals named
+    ``<prefix><j>``)."""
+    return body_lines(graph, k.nodes, operand_names, indent, prefix)
+
+
+def body_lines(graph, nodes, operand_names, indent, prefix="v"):
+    """Statements computing elementwise ``nodes`` (topological order) from the operand
+    expressions in ``operand_names``; returns (lines, names by node id)."""
     # names are positional, so identical bodies (e.g. the steps of a time loop) render
     # to identical sources and share one compiled kernel
     lines, names = [], dict(operand_names)
-    for j, nid in enumerate(k.nodes):
+    for j, nid in enumerate(nodes):
         n = graph.nodes[nid]
         args = [names[i] for i in n.inputs]
         dts = [graph.nodes[i].aval.dtype for i in n.inputs]
@@ -106,8 +157,8 @@ def _body(graph, k, operand_names, idx, indent):
             # NumPy rounds every float16/bfloat16 op result to its dtype: so do we
             rt = "f16" if dn == "float16" else "bf16"
             expr = f"{rt}_to_f32(f32_to_{rt}(np.float32({expr})))"
-        lines.append(f"{indent}v{j} = {expr}")
-        names[nid] = f"v{j}"
+        lines.append(f"{indent}{prefix}{j} = {expr}")
+        names[nid] = f"{prefix}{j}"
     return lines, names
 
 
@@ -231,6 +282,32 @@ def _acc_dtype(red, src_dtype):
     return np.dtype(reg_dtype(out))
 
 
+def acc_init(uf, acc_dt) -> str:
+    """The accumulator's initial value (the ufunc's identity, or -inf/+inf, min/max)."""
+    a = acc_dt.name if acc_dt.name != "bool" else "bool_"
+    if uf in _INIT:
+        return f"np.{a}({_INIT[uf]})"
+    if acc_dt.kind == "f":
+        return f"np.{a}({'-' if uf == 'maximum' else ''}np.inf)"
+    if acc_dt.kind in "iu":
+        info = np.iinfo(acc_dt)
+        return f"np.{a}({info.min if uf == 'maximum' else info.max})"
+    return "False" if uf == "maximum" else "True"
+
+
+def acc_cast(x, acc_dt) -> str:
+    a = acc_dt.name if acc_dt.name != "bool" else "bool_"
+    return f"np.{a}({x})" if acc_dt.kind != "b" else f"({x} != 0)"
+
+
+def acc_comb(uf, acc, x) -> str:
+    """``acc`` combined with ``x`` (an already cast local); max/min propagate NaN."""
+    return {"add": f"{acc} + {x}", "multiply": f"{acc} * {x}",
+            "logical_or": f"{acc} or {x}", "logical_and": f"{acc} and {x}",
+            "maximum": f"{x} if ({x} > {acc} or {x} != {x}) else {acc}",
+            "minimum": f"{x} if ({x} < {acc} or {x} != {x}) else {acc}"}[uf]
+
+
 def reduce_source(graph, k, rank, n_kept, patterns):
     """Loops over kept dims (outer, parallel) and reduced dims (inner, accumulating);
     operands are flat buffers with unsigned strides, as in ``map_source``."""
@@ -275,16 +352,7 @@ def reduce_source(graph, k, rank, n_kept, patterns):
             src.append(f"{ind}for i{d} in {rng}(n{d}):")
             ind += "    "
             src += level(d, ind)
-        a = acc_dt.name if acc_dt.name != "bool" else "bool_"
-        if uf in _INIT:
-            init = f"np.{a}({_INIT[uf]})"
-        elif acc_dt.kind == "f":
-            init = f"np.{a}({'-' if uf == 'maximum' else ''}np.inf)"
-        else:
-            info = np.iinfo(acc_dt) if acc_dt.kind in "iu" else None
-            init = f"np.{a}({info.min if uf == 'maximum' else info.max})" if info else \
-                ("False" if uf == "maximum" else "True")
-        src.append(f"{ind}acc = {init}")
+        src.append(f"{ind}acc = {acc_init(uf, acc_dt)}")
         for d in range(max(n_kept, first), rank):
             src.append(f"{ind}for i{d} in range(n{d}):")
             ind += "    "
@@ -292,12 +360,8 @@ def reduce_source(graph, k, rank, n_kept, patterns):
         body, vnames = _body(graph, k, exprs, "", ind)
         src += body
         x = vnames[src_node.id]
-        x = f"np.{a}({x})" if acc_dt.kind != "b" else f"({x} != 0)"
-        comb = {"add": f"acc + {x}", "multiply": f"acc * {x}",
-                "logical_or": f"acc or {x}", "logical_and": f"acc and {x}",
-                "maximum": f"{x} if ({x} > acc or {x} != {x}) else acc",
-                "minimum": f"{x} if ({x} < acc or {x} != {x}) else acc"}[uf]
-        src.append(f"{ind}acc = {comb}")
+        src.append(f"{ind}x = {acc_cast(x, acc_dt)}")
+        src.append(f"{ind}acc = {acc_comb(uf, 'acc', 'x')}")
         ind = "    " * (1 + max(n_kept, first))
         # partials of a full reduction are combined (and divided) by the wrapper
         res = "acc / count" if red.op == "mean" and n_kept else "acc"

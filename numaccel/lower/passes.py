@@ -104,15 +104,16 @@ def _literals_fit(n, graph):
     return True
 
 
-def fuse(graph: Graph):
-    """Plan: (kinds, materialized set, kernels by root id)."""
+def fuse(graph: Graph, force=()):
+    """Plan: (kinds, materialized set, kernels by root id). ``force``: elementwise nodes
+    that get a buffer whatever their consumers (read outside a row group)."""
     kinds = classify(graph)
     consumers = {n.id: [] for n in graph.nodes}
     for n in graph.nodes:
         for i in dict.fromkeys(n.inputs):
             consumers[i].append(n.id)
     outputs = set(graph.outputs)
-    mat = set()
+    mat = {i for i in force if kinds[i] == "ew"}
     for n in graph.nodes:
         if kinds[n.id] != "ew":
             continue

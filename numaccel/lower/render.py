@@ -60,6 +60,9 @@ _ARITH = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {
           "sign": "(np.sign({0}))",
           "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})",
           "bitwise_xor": "({0} ^ {1})", "invert": "(~{0})"}
+# ops whose Numba result has the (float) type of their operands
+_SAME_TYPE = {"add", "subtract", "multiply", "true_divide", "divide", "negative", "positive",
+              "square", "absolute", "fabs", "maximum", "minimum", "fmax", "fmin"}
 _COMPARE = {"less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=",
             "equal": "==", "not_equal": "!="}
 _LOGICAL = {"logical_and": "({0} and {1})", "logical_or": "({0} or {1})",
@@ -158,7 +161,11 @@ def render(node, args, in_dtypes) -> str:
         e = f"{SOURCE_NAMES[op]}_{'f32' if loop.name == 'float32' else 'f64'}({xs[0]}" + \
             "".join(f", {x}" for x in xs[1:]) + ")"
     # Numba types mixed/small-int arithmetic its own way (int8 + int8 is int64): pin the
-    # result to the node's dtype, which also wraps integers like NumPy
+    # result to the node's dtype, which also wraps integers like NumPy. Float arithmetic on
+    # operands already of the result's dtype keeps it: no pin (each pin is a call Numba
+    # must type, which dominates compile time for large graphs)
+    if out.kind == "f" and reg_dtype(out) == loop.name and op in _SAME_TYPE:
+        return e
     if out.kind == "b":
         # bool arithmetic is logical in NumPy (True + True is True), not integer
         return f"({e} != 0)" if op in _ARITH else e

@@ -71,9 +71,23 @@ class Entry:
     reason: str = ""
     check_alias: bool = False
     policies: dict = field(default_factory=dict)    # segmented: shapes -> _Policy
+    # the generated guard check (guardgen) and the specs it was generated for
+    _check: Any = field(default=None, repr=False, compare=False)
 
     def bind(self, leaves):
         """The symbol environment for these leaves, or a string saying which guard fails."""
+        check = self._check
+        if check is None or check[0] is not self.specs:
+            from .guardgen import compile_check
+            check = self._check = (self.specs, compile_check(self))
+        env = check[1](leaves)
+        if env is not None:
+            return env
+        return self._bind_slow(leaves)
+
+    def _bind_slow(self, leaves):
+        """The generic walk: says which guard fails (or accepts what the generated check
+        does not cover, e.g. ndarray subclasses)."""
         if len(leaves) != len(self.specs):
             return "a different number of array/scalar arguments"
         env = {}

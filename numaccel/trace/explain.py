@@ -16,6 +16,7 @@ class Explanation:
     cache: object = None
     entry_kind: str = ""
     fallback_reason: str = ""
+    plan: str = ""          # how the backend runs the graph (kernels, wrapper)
 
     def __str__(self):
         lines = [f"numaccel.explain({self.name}): {self.entry_kind or 'not compiled'}",
@@ -30,6 +31,9 @@ class Explanation:
         for i, g in enumerate(self.graphs):
             lines.append(f"  graph {i}:")
             lines.extend("    " + ln for ln in str(g).splitlines())
+        if self.plan:
+            lines.append("  plan:")
+            lines.extend("    " + ln for ln in self.plan.splitlines())
         lines.append(f"  cache: {self.cache}")
         return "\n".join(lines)
 
@@ -55,6 +59,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
         if entry.kind == "graph":
             ex.graphs = [entry.graph]
             ex.guards = describe_guards(entry)
+            describe = getattr(entry.run, "describe", None)
+            ex.plan = describe() if describe is not None else ""
         elif entry.kind == "eager":
             ex.fallback_reason = entry.reason
     if st is not None and entry is not None and entry.kind == "segmented":

@@ -1,0 +1,466 @@
+"""The compiled wrapper: a whole small graph as ONE Numba function.
+
+For graphs on small arrays the cost is per step, not per element: a Python loop over
+kernels pays a Numba dispatch (argument unboxing) and a NumPy call on 0-d arrays for
+every scalar op. Here every node becomes code in one ``@njit`` function: 0-d values are
+registers, fused groups are loop nests over N-d indices, views are Numba views, a few
+NumPy calls Numba implements (concatenate, dot) stay calls. Graphs with ops outside
+that set, symbolic shapes or large arrays (where the per-element vectorized kernels of
+``cpu_codegen`` matter and a Python step loop costs nothing noticeable) keep the step
+wrapper. ``numaccel.config.compiled_wrapper = False`` turns this off (debugging).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace.symbolic import has_sym
+from .cpu_codegen import (_PRELUDE, _acc_dtype, _load, _small_power, _store, acc_cast,
+                          acc_comb, acc_init, body_lines, load_source)
+from .render import NARROW, cast, literal, reg_dtype, render, supported
+
+# the largest node (elements) a compiled-wrapper graph may have
+TINY_MAX = 1 << 14
+_PYOPS = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+          "eq": "==", "ne": "!="}
+
+
+class Unsupported(Exception):
+    """This graph keeps the Python step wrapper (the message says why)."""
+
+
+def _np_dt(dt) -> str:
+    """The dtype arrays of ``dt`` have inside the wrapper (narrow ones as uint16 bits)."""
+    name = np.dtype(dt).name
+    return "uint16" if name in NARROW else ("bool_" if name == "bool" else name)
+
+
+class _Gen:
+    def __init__(self, graph, kinds, mat, kernels):
+        self.g, self.kinds, self.mat, self.kernels = graph, kinds, mat, kernels
+        self.lines = []
+        self.names = {}          # node id -> local name or literal (0-d: register value)
+        self.params = []         # (param name, node id)
+        self.nk = 0
+        # 0-d -> (1,) reshapes read only by concatenates of such reshapes (np.stack of
+        # scalars): the concatenate builds the array from the scalars directly
+        consumers = {}
+        for n in graph.nodes:
+            for i in n.inputs:
+                consumers.setdefault(i, set()).add(n.id)
+
+        def scalar1(i):
+            m = graph.nodes[i]
+            return m.op == "reshape" and m.aval.ndim == 1 and graph.nodes[m.inputs[0]].aval \
+                .ndim == 0 and i not in graph.outputs
+        stacks = [n for n in graph.nodes if n.op == "concatenate" and
+                  all(scalar1(i) for i in n.inputs)]
+        cand = {i for n in stacks for i in n.inputs}
+        self.stacked = {i for i in cand if all(
+            graph.nodes[c].op == "concatenate" and all(j in cand for j in graph.nodes[c].inputs)
+            for c in consumers.get(i, ()))}
+
+    # ------------------------------------------------------------------ helpers
+    def emit(self, line, ind="    "):
+        self.lines.append(ind + line)
+
+    def shape(self, nid):
+        return tuple(int(d) for d in self.g.nodes[nid].aval.shape)
+
+    def dt(self, nid):
+        return self.g.nodes[nid].aval.dtype
+
+    def scalar(self, nid) -> str:
+        """Register value of a 0-d node."""
+        return self.names[nid]
+
+    def elem(self, nid, shape, idx) -> str:
+        """Operand ``nid`` read at loop index ``idx`` (names of the loop vars of ``shape``),
+        with NumPy broadcasting (right-aligned, size-1 dims read at 0)."""
+        n = self.g.nodes[nid]
+        if n.aval.ndim == 0:
+            return self.names[nid]
+        s = self.shape(nid)
+        off = len(shape) - len(s)
+        ix = ", ".join("0" if (s[d] == 1 and shape[off + d] != 1) else idx[off + d]
+                       for d in range(len(s)))
+        return _load(self.names[nid], n.aval.dtype, f"[{ix}]")
+
+    def loops(self, shape, ind="    "):
+        idx = [f"i{d}" for d in range(len(shape))]
+        for d, n in enumerate(shape):
+            self.emit(f"for i{d} in range({n}):", ind)
+            ind += "    "
+        return idx, ind
+
+    # ------------------------------------------------------------------ nodes
+    def run(self):
+        g = self.g
+        for n in g.nodes:
+            if has_sym(n.attrs) or any(not isinstance(d, (int, np.integer))
+                                       for d in n.aval.shape):
+                raise Unsupported("symbolic shapes")
+            size = int(np.prod(n.aval.shape))
+            if size > TINY_MAX:
+                raise Unsupported(f"node %{n.id} has {size} elements (> {TINY_MAX})")
+        from ..ops import get_op
+        for n in g.nodes:
+            k = self.kinds[n.id]
+            if k == "ew" and n.id not in self.mat and n.id not in self.kernels:
+                continue   # computed inside the kernel that consumes it
+            if n.id in self.kernels:
+                kern = self.kernels[n.id]
+                (self.map_kernel if kern.kind == "map" else self.reduce_kernel)(kern)
+            elif n.aval.ndim == 0 and k not in ("leaf", "view") and \
+                    get_op(n.op).kind == "elementwise":
+                self.elementwise0(n)
+            else:
+                fn = getattr(self, "op_" + n.op, None)
+                if fn is None:
+                    raise Unsupported(f"op {n.op}")
+                fn(n)
+        outs = []
+        for i in g.outputs:
+            name = self.names[i]
+            # an output never aliases an argument or another output (as in the step path)
+            outs.append(f"{name}.copy()" if self.kinds[i] in ("view", "leaf") and
+                        g.nodes[i].aval.ndim else name)
+        self.emit(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+
+    def new(self, n, expr):
+        name = f"n{n.id}"
+        self.emit(f"{name} = {expr}")
+        self.names[n.id] = name
+
+    def op_input(self, n):
+        name = f"x{n.attrs['index']}"
+        self.params.append((name, n.id))
+        self.names[n.id] = name
+
+    def op_const(self, n):
+        name = f"c{n.id}"
+        self.params.append((name, n.id))
+        self.names[n.id] = name
+
+    def op_scalar(self, n):
+        self.names[n.id] = literal(n.attrs["value"], n.aval.dtype)
+
+    def elementwise0(self, n):
+        """A 0-d elementwise node: one register expression."""
+        dts = [self.dt(i) for i in n.inputs]
+        if n.op == "pyop":
+            return self.op_pyop(n)
+        if not supported(n, dts):
+            raise Unsupported(f"0-d {n.op} on {[str(d) for d in dts]}")
+        args = [self.scalar(i) for i in n.inputs]
+        expr = _small_power(self.g, n, args, dts) or render(n, args, dts)
+        if n.aval.dtype.name in NARROW:
+            rt = "f16" if n.aval.dtype.name == "float16" else "bf16"
+            expr = f"{rt}_to_f32(f32_to_{rt}(np.float32({expr})))"
+        self.new(n, expr)
+
+    def op_pyop(self, n):
+        op = n.attrs["op"]
+        args = [self.scalar(i) for i in n.inputs]
+        kinds = {self.g.nodes[i].aval.weak for i in n.inputs}
+        if op in _PYOPS and len(args) == 2:
+            expr = f"({args[0]} {_PYOPS[op]} {args[1]})"
+        elif op == "truediv" and "int" not in kinds and "bool" not in kinds:
+            expr = f"({args[0]} / {args[1]})"   # float / float: as Python (no int division)
+        elif op == "neg":
+            expr = f"(-{args[0]})"
+        else:
+            raise Unsupported(f"Python operator {op}")
+        self.new(n, expr)
+
+    def map_kernel(self, k):
+        n = self.g.nodes[k.root]
+        shape = self.shape(k.root)
+        if not shape:
+            return self.elementwise0(n)
+        self.nk += 1
+        self.emit(f"n{n.id} = np.empty({shape}, np.{_np_dt(n.aval.dtype)})")
+        idx, ind = self.loops(shape)
+        exprs = {i: self.elem(i, shape, idx) for i in k.operands}
+        body, names = body_lines(self.g, k.nodes, exprs, ind, prefix=f"k{self.nk}_")
+        self.lines += body
+        self.emit(f"n{n.id}[{', '.join(idx)}] = {_store(names[k.root], n.aval.dtype)}", ind)
+        self.names[n.id] = f"n{n.id}"
+
+    def reduce_kernel(self, k):
+        red = self.g.nodes[k.root]
+        src = self.g.nodes[red.inputs[0]]
+        shape = self.shape(src.id)
+        nd = len(shape)
+        axis = red.attrs.get("axis")
+        axes = tuple(range(nd)) if axis is None else tuple(a % nd for a in axis)
+        kept = [d for d in range(nd) if d not in axes]
+        uf = "add" if red.op == "mean" else red.attrs["ufunc"]
+        count = int(np.prod([shape[d] for d in axes])) if axes else 1
+        if count == 0 and uf in ("maximum", "minimum"):
+            raise Unsupported("empty max/min reduction (raises in the step path)")
+        acc_dt = _acc_dtype(red, src.aval.dtype)
+        self.nk += 1
+        acc = f"acc{self.nk}"
+        kshape = tuple(shape[d] for d in kept)
+        if kept:
+            self.emit(f"r{red.id} = np.empty({kshape}, np.{_np_dt(red.aval.dtype)})")
+        ind = "    "
+        for d in kept:
+            self.emit(f"for i{d} in range({shape[d]}):", ind)
+            ind += "    "
+        self.emit(f"{acc} = {acc_init(uf, acc_dt)}", ind)
+        outer = ind
+        for d in axes:
+            self.emit(f"for i{d} in range({shape[d]}):", ind)
+            ind += "    "
+        idx = [f"i{d}" for d in range(nd)]
+        exprs = {i: self.elem(i, shape, idx) for i in k.operands}
+        body, names = body_lines(self.g, k.nodes, exprs, ind, prefix=f"k{self.nk}_")
+        self.lines += body
+        x = names.get(src.id, exprs.get(src.id))
+        self.emit(f"xr{self.nk} = {acc_cast(x, acc_dt)}", ind)
+        self.emit(f"{acc} = {acc_comb(uf, acc, f'xr{self.nk}')}", ind)
+        res = f"({acc} / {float(count)})" if red.op == "mean" else acc
+        res = cast(res, acc_dt if red.op != "mean" else np.dtype(np.float64), red.aval.dtype)
+        if kept:
+            kidx = ", ".join(f"i{d}" for d in kept)
+            self.emit(f"r{red.id}[{kidx}] = {_store(res, red.aval.dtype)}", outer)
+            out = f"r{red.id}"
+            if red.attrs.get("keepdims"):
+                out = f"r{red.id}.reshape({self.shape(red.id)})"
+            self.new(red, out)
+        elif red.aval.ndim:   # keepdims of a full reduction: an array of ones
+            self.emit(f"r{red.id} = {res}")
+            self.new(red, f"np.full({self.shape(red.id)}, {_store(f'r{red.id}', red.aval.dtype)}"
+                          f", np.{_np_dt(red.aval.dtype)})")
+        else:
+            self.new(red, res)
+
+    # views: Numba views (a reshape of a non-contiguous array copies: tiny arrays)
+    def op_getitem(self, n):
+        if len(n.inputs) > 1:
+            raise Unsupported("advanced indexing")
+        x = self.names[n.inputs[0]]
+        if self.g.nodes[n.inputs[0]].aval.ndim == 0:
+            raise Unsupported("indexing a 0-d value")
+        index = n.attrs["index"]
+        has_none = any(it is None for it in index)
+        parts = _index_parts(index, self.g.nodes[n.inputs[0]].aval.ndim)
+        expr = f"{x}[{', '.join(parts)}]" if any(p != ":" for p in parts) else x
+        if n.aval.ndim == 0:
+            return self.new(n, _load(x, n.aval.dtype, f"[{', '.join(parts)}]"))
+        if has_none:
+            expr = f"np.ascontiguousarray({expr}).reshape({self.shape(n.id)})"
+        self.new(n, expr)
+
+    def op_reshape(self, n):
+        src = self.g.nodes[n.inputs[0]]
+        x = self.names[src.id]
+        if n.aval.ndim == 0:
+            if src.aval.ndim == 0:
+                return self.new(n, x)
+            return self.new(n, _load(f"np.ascontiguousarray({x}).reshape(-1)", n.aval.dtype,
+                                     "[0]"))
+        if src.aval.ndim == 0:
+            if n.id in self.stacked:    # np.stack of scalars: one np.array call instead
+                self.names[n.id] = x
+                return
+            return self.new(n, f"np.full({self.shape(n.id)}, {_store(x, n.aval.dtype)}, "
+                               f"np.{_np_dt(n.aval.dtype)})")
+        self.new(n, f"np.ascontiguousarray({x}).reshape({self.shape(n.id)})")
+
+    def op_transpose(self, n):
+        axes = n.attrs.get("axes")
+        axes = tuple(reversed(range(n.aval.ndim))) if axes is None else tuple(axes)
+        self.new(n, f"np.transpose({self.names[n.inputs[0]]}, {axes})")
+
+    def op_broadcast_to(self, n):
+        src = self.g.nodes[n.inputs[0]]
+        x = self.names[src.id]
+        if src.aval.ndim == 0:
+            return self.new(n, f"np.full({self.shape(n.id)}, {_store(x, n.aval.dtype)}, "
+                               f"np.{_np_dt(n.aval.dtype)})")
+        self.new(n, f"np.broadcast_to({x}, {self.shape(n.id)})")
+
+    def op_flip(self, n):
+        axes = n.attrs["axis"]
+        nd = n.aval.ndim
+        axes = range(nd) if axes is None else [a % nd for a in np.atleast_1d(axes)]
+        parts = ["::-1" if d in axes else ":" for d in range(nd)]
+        self.new(n, f"{self.names[n.inputs[0]]}[{', '.join(parts)}]")
+
+    def op_concatenate(self, n):
+        dt = n.aval.dtype
+        if all(i in self.stacked for i in n.inputs):
+            xs = [_store(cast(self.names[i], self.dt(i), dt), dt) for i in n.inputs]
+            return self.new(n, f"np.array(({', '.join(xs)},), np.{_np_dt(dt)})")
+        xs = []
+        for i in n.inputs:
+            if self.g.nodes[i].aval.ndim == 0:
+                raise Unsupported("concatenate of 0-d")
+            idt = self.dt(i)
+            if idt == dt:
+                xs.append(self.names[i])
+            elif dt.name in NARROW or idt.name in NARROW:
+                raise Unsupported("concatenate mixing float16/bfloat16")
+            else:
+                xs.append(f"{self.names[i]}.astype(np.{_np_dt(dt)})")
+        self.new(n, f"np.concatenate(({', '.join(xs)},), axis={int(n.attrs['axis'])})")
+
+    def op_full(self, n):
+        fill = self.scalar(n.inputs[0])
+        v = cast(fill, self.dt(n.inputs[0]), n.aval.dtype)
+        if n.aval.ndim == 0:
+            return self.new(n, v)
+        self.new(n, f"np.full({self.shape(n.id)}, {_store(v, n.aval.dtype)}, "
+                    f"np.{_np_dt(n.aval.dtype)})")
+
+    def op_matmul(self, n):
+        """Loops, not np.dot: Numba's BLAS binding needs SciPy, and these are tiny."""
+        a, b = n.inputs
+        na, nb = self.g.nodes[a].aval.ndim, self.g.nodes[b].aval.ndim
+        dt = n.aval.dtype
+        if dt.name in NARROW or dt.kind not in "fiu" or not (1 <= na <= 2 and 1 <= nb <= 2):
+            raise Unsupported("matmul other than 1-D/2-D float/int")
+        sa, sb = self.shape(a), self.shape(b)
+        kdim = sa[-1]
+        self.nk += 1
+        acc = f"acc{self.nk}"
+        rows = [f"i0"] if na == 2 else []
+        cols = [f"i1"] if nb == 2 else []
+        ind = "    "
+        if n.aval.ndim:
+            self.emit(f"n{n.id} = np.empty({self.shape(n.id)}, np.{_np_dt(dt)})")
+        if na == 2:
+            self.emit(f"for i0 in range({sa[0]}):", ind)
+            ind += "    "
+        if nb == 2:
+            self.emit(f"for i1 in range({sb[1]}):", ind)
+            ind += "    "
+        self.emit(f"{acc} = np.{reg_dtype(dt)}(0)", ind)
+        self.emit(f"for i2 in range({kdim}):", ind)
+        xa = cast(_load(self.names[a], self.dt(a), f"[{', '.join(rows + ['i2'])}]"),
+                  self.dt(a), dt)
+        xb = cast(_load(self.names[b], self.dt(b), f"[{', '.join(['i2'] + cols)}]"),
+                  self.dt(b), dt)
+        self.emit(f"{acc} = np.{reg_dtype(dt)}({acc} + np.{reg_dtype(dt)}({xa} * {xb}))",
+                  ind + "    ")
+        if n.aval.ndim:
+            self.emit(f"n{n.id}[{', '.join(rows + cols)}] = {acc}", ind)
+            self.names[n.id] = f"n{n.id}"
+        else:
+            self.names[n.id] = acc
+
+    def op_scatter_view(self, n):
+        root, value = n.inputs
+        chain = n.attrs["chain"]
+        if any(name not in ("getitem", "transpose") for name, _ in chain) or any(
+                None in a.get("index", ()) for _, a in chain):
+            raise Unsupported("scatter through a view Numba cannot write through")
+        self.new(n, f"{self.names[root]}.copy()")
+        view, aval = f"n{n.id}", self.g.nodes[root].aval
+        from ..ops import get_op
+        for name, attrs in chain[:-1]:
+            view = self._view_expr(view, name, attrs, aval.ndim)
+            aval = get_op(name).infer([aval], **attrs)
+        name, attrs = chain[-1]
+        target = get_op(name).infer([aval], **attrs)
+        vdt, tdt = self.dt(value), target.dtype
+        if target.ndim == 0:
+            if self.g.nodes[value].aval.ndim:
+                raise Unsupported("an array stored into one element")
+            val = cast(self.scalar(value), vdt, tdt)
+            self.emit(f"{self._view_expr(view, name, attrs, aval.ndim)} = {_store(val, tdt)}")
+            return
+        self.emit(f"w{n.id} = {self._view_expr(view, name, attrs, aval.ndim)}")
+        shape = tuple(int(d) for d in target.shape)
+        idx, ind = self.loops(shape)
+        val = cast(self.elem(value, shape, idx), vdt, tdt)
+        self.emit(f"w{n.id}[{', '.join(idx)}] = {_store(val, tdt)}", ind)
+
+    def _view_expr(self, x, name, attrs, ndim):
+        if name == "transpose":
+            return f"np.transpose({x}, {tuple(attrs['axes'])})"
+        return f"{x}[{', '.join(_index_parts(attrs['index'], ndim))}]"
+
+
+def _index_parts(index, ndim):
+    """A basic index as Numba subscripts (Numba has no ``...``: spelled as ``:``s)."""
+    used = sum(1 for it in index if it is not None and it is not Ellipsis)
+    parts = []
+    for it in index:
+        if it is None:
+            continue
+        if it is Ellipsis:
+            parts += [":"] * (ndim - used)
+        elif isinstance(it, slice):
+            parts.append(":".join("" if v is None else str(int(v))
+                                  for v in (it.start, it.stop, it.step)))
+        elif isinstance(it, (int, np.integer)):
+            parts.append(str(int(it)))
+        else:
+            raise Unsupported(f"index item {it!r}")
+    return parts or [":"] * ndim
+
+
+class CompiledWrapper:
+    """Calls the generated entry; converts arguments (narrow dtypes to bits, 0-d to
+    scalars) and results (bits back to the dtype, registers to 0-d arrays)."""
+
+    def __init__(self, graph, kinds, mat, kernels):
+        gen = _Gen(graph, kinds, mat, kernels)
+        gen.run()
+        params = [p for p, _ in gen.params]
+        src = _PRELUDE + "\n@numba.njit(cache=True, error_model='numpy')\n" \
+            f"def entry({', '.join(params)}):\n" + "\n".join(gen.lines) + "\n"
+        self.source = src
+        self.mod = load_source(src)
+        self.entry = self.mod.entry
+        # per argument: (input index or None, const value, conversion); conversions are
+        # decided here because dtype inspection costs microseconds per call
+        self.args = []
+        for _, nid in gen.params:
+            n = graph.nodes[nid]
+            conv = ("narrow0" if n.aval.dtype.name in NARROW else "0d") if n.aval.ndim == 0 \
+                else ("bits" if n.aval.dtype.name in NARROW else None)
+            if n.op == "input":
+                self.args.append((n.attrs["index"], None, conv))
+            else:
+                self.args.append((None, graph.consts[nid], conv))
+        self.outs = []
+        for i in graph.outputs:
+            a = graph.nodes[i].aval
+            narrow = a.dtype.name in NARROW
+            if a.weak:      # a Python scalar of the program stays one
+                self.outs.append(({"bool": bool, "int": int, "float": float,
+                                   "complex": complex}[a.weak], "py"))
+                continue
+            self.outs.append((a.dtype, ("narrow0" if narrow else "0d") if a.ndim == 0 else
+                              ("bits" if narrow else None)))
+
+    def __call__(self, values):
+        args = []
+        for k, const, conv in self.args:
+            v = values[k] if k is not None else const
+            if conv is not None:
+                if conv == "bits":
+                    v = v.view(np.uint16)
+                elif conv == "0d":
+                    v = v[()] if isinstance(v, np.ndarray) else v
+                else:
+                    v = np.float32(v)
+            args.append(v)
+        res = self.entry(*args)
+        out = []
+        for v, (dt, conv) in zip(res, self.outs):
+            if conv is None:
+                out.append(v)
+            elif conv == "bits":
+                out.append(v.view(dt))
+            elif conv == "0d":
+                out.append(np.asarray(v, dt))
+            elif conv == "py":
+                out.append(dt(v))
+            else:
+                out.append(np.asarray(np.float32(v)).astype(dt))
+        return out
