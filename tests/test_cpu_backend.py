@@ -227,3 +227,16 @@ def test_bool_arithmetic_is_logical(rng):
     b = rng.random(20) > 0.5
     cpu(lambda b: np.tanh(b + b) * 2, b)
     cpu(lambda b: (b * b + b).astype(np.int8) - np.maximum(b, ~b), b)
+
+
+@pytest.mark.parametrize("sub,sa,sb", [
+    ("bhqd,bhkd->bhqk", (2, 3, 5, 4), (2, 3, 6, 4)), ("bhqk,bhkd->bhqd", (2, 3, 5, 6), (2, 3, 6, 4)),
+    ("ij,kj->ki", (3, 4), (5, 4)), ("ijk,ikl->jl", (3, 4, 5), (3, 5, 6)), ("i,i->", (4,), (4,)),
+    ("abcd,cdbe->ae", (2, 3, 4, 5), (4, 5, 3, 6)), ("ij,jk->ik", (0, 4), (4, 5)),
+    ("ij,ij->ij", (3, 4), (3, 4))])
+def test_einsum_contractions_as_matmul(sub, sa, sb, rng):
+    # batched contractions run as transposes + one np.matmul (BLAS), same results
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    cpu(lambda a, b: np.einsum(sub, a, b) * 2, a, b, rtol=1e-5, atol=1e-5)
+    cpu(lambda a, b: np.einsum(sub, a, b), a.astype(np.float64), b, rtol=1e-6, atol=1e-6)

@@ -69,6 +69,9 @@ def row_source(graph, grp, patterns):
     bases = [f"a{j}" for j in range(len(arrays))] + fouts + routs
 
     roles = grp.roles
+    # names are positional (not node ids), so identical groups (the steps of a time loop)
+    # render to identical sources and share one compiled kernel
+    P = {nid: k for k, nid in enumerate(grp.order)}
     row_names = {}          # row member -> register name
     rowk = str(tuple(grp.full[:-1]) + (1,))
 
@@ -132,7 +135,7 @@ def row_source(graph, grp, patterns):
                 if n.op in ("reshape", "getitem"):       # (R...) <-> (R..., 1): the same
                     row_names[i] = row_names[n.inputs[0]]
                     continue
-                lines, nm = body_lines(g, [i], names_row(i), ind, prefix=f"w{i}_")
+                lines, nm = body_lines(g, [i], names_row(i), ind, prefix=f"w{P[i]}_")
                 body.extend(lines)
                 row_names[i] = nm[i]
 
@@ -147,8 +150,8 @@ def row_source(graph, grp, patterns):
         cur.update(nm)
         for i in cache:
             if i in nm and i not in avail:
-                lines.append(f"{inner}h{i}[j{last}] = {nm[i]}")
-                avail[i] = f"h{i}[j{last}]"
+                lines.append(f"{inner}h{P[i]}[j{last}] = {nm[i]}")
+                avail[i] = f"h{P[i]}[j{last}]"
         return lines
 
     row_nodes(0)
@@ -157,7 +160,7 @@ def row_source(graph, grp, patterns):
         for r in reds:
             red = g.nodes[r]
             uf = "add" if red.op == "mean" else red.attrs["ufunc"]
-            body.append(f"{ind}acc{r} = {acc_init(uf, tiles[r][1])}")
+            body.append(f"{ind}acc{P[r]} = {acc_init(uf, tiles[r][1])}")
         body.append(f"{ind}for jt in range(0, n{last}, {TILE}):")
         body.append(f"{ind}    m = min({TILE}, n{last} - jt)")
         body.append(f"{ind}    for jj in range(m):")
@@ -171,16 +174,16 @@ def row_source(graph, grp, patterns):
             red = g.nodes[r]
             uf = "add" if red.op == "mean" else red.attrs["ufunc"]
             t, acc_dt, tile_dt = tiles[r]
-            body.append(f"{ind}    x{r} = {acc_cast(f'{tile_fn(uf, tile_dt)}({t}, m)', acc_dt)}")
-            body.append(f"{ind}    acc{r} = {acc_comb(uf, f'acc{r}', f'x{r}')}")
+            body.append(f"{ind}    x{P[r]} = {acc_cast(f'{tile_fn(uf, tile_dt)}({t}, m)', acc_dt)}")
+            body.append(f"{ind}    acc{P[r]} = {acc_comb(uf, f'acc{P[r]}', f'x{P[r]}')}")
         for r in reds:
             red = g.nodes[r]
             acc_dt = tiles[r][1]
-            res = f"(acc{r} / np.float64(n{last}))" if red.op == "mean" else f"acc{r}"
+            res = f"(acc{P[r]} / np.float64(n{last}))" if red.op == "mean" else f"acc{P[r]}"
             res = cast(res, np.dtype(np.float64) if red.op == "mean" else acc_dt,
                        red.aval.dtype)
-            body.append(f"{ind}r{r} = {res}")
-            row_names[r] = f"r{r}"
+            body.append(f"{ind}r{P[r]} = {res}")
+            row_names[r] = f"r{P[r]}"
         row_nodes(lv)
     if grp.full_outs:
         body.append(f"{ind}for i{last} in range(n{last}):")
@@ -203,7 +206,7 @@ def row_source(graph, grp, patterns):
         for r, (t, acc_dt, tile_dt) in tiles.items():
             src.append(f"        {t} = np.empty({TILE}, np.{_np(tile_dt)})")
         for i in cache:
-            src.append(f"        h{i} = np.empty(n{last}, np.{reg_dtype(g.nodes[i].aval.dtype)})")
+            src.append(f"        h{P[i]} = np.empty(n{last}, np.{reg_dtype(g.nodes[i].aval.dtype)})")
         src.append("        for rr in range(c * per, min(rows, (c + 1) * per)):")
         src.append("            rem = np.uint64(rr)")
         for d in range(k - 1, 0, -1):
@@ -255,6 +258,11 @@ class RowStep:
             if n.op == "scalar" or n.aval.ndim == 0:
                 continue
             a = vals[p]
+            if ctx == "full" and a.ndim and a.shape[-1] > 1 and a.strides[-1] != a.itemsize:
+                # a row kernel reads each row several times: along a strided last axis
+                # (e.g. einsum's transposed output) that is a cache line per element,
+                # so one contiguous copy first is far cheaper
+                a = np.ascontiguousarray(a)
             if ctx == "row":
                 a = np.broadcast_to(a, row)[..., None]
             v = _bits(np.broadcast_to(a, full))
