@@ -197,22 +197,8 @@ def test_second_process_loads_kernels_from_disk_cache(tmp_path):
 
 
 def test_hypothesis_programs_on_cpu():
-    from hypothesis import HealthCheck, given, settings
-
-    from test_trace_hypothesis import programs, run_program
-
-    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(programs())
-    def check(prog):
-        arrays, steps = prog
-        with np.errstate(all="ignore"):
-            try:
-                ref = run_program(steps, *arrays)
-            except (ValueError, TypeError):
-                return
-        f = numaccel.accelerate(lambda *a: run_program(steps, *a), backend="cpu")
-        assert_same(f(*arrays), ref)
-    check()
+    from test_trace_hypothesis import check_random_programs
+    check_random_programs(30)
 
 
 @pytest.mark.parametrize("dtype", ["float16", BF16])

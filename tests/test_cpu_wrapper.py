@@ -144,22 +144,8 @@ def test_errors_are_numpys():
 
 
 def test_hypothesis_programs_through_the_wrapper():
-    from hypothesis import HealthCheck, given, settings
-
-    from test_trace_hypothesis import programs, run_program
-
-    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(programs())
-    def check(prog):
-        arrays, steps = prog
-        with np.errstate(all="ignore"):
-            try:
-                ref = run_program(steps, *arrays)
-            except (ValueError, TypeError):
-                return
-        f = numaccel.accelerate(lambda *a: run_program(steps, *a), backend="cpu")
-        assert_same(f(*arrays), ref)
-    check()
+    from test_trace_hypothesis import check_random_programs
+    check_random_programs(25)
 
 
 def test_explain_shows_the_plan(capsys):

@@ -73,6 +73,24 @@ def run_program(steps, *arrays):
     return x
 
 
+def check_random_programs(max_examples, backend="cpu"):
+    """``max_examples`` random programs on ``backend`` give NumPy's results (programs
+    NumPy rejects are skipped). For the backend test files."""
+    @settings(max_examples=max_examples, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(programs())
+    def check(prog):
+        arrays, steps = prog
+        with np.errstate(all="ignore"):
+            try:
+                ref = run_program(steps, *arrays)
+            except (ValueError, TypeError):
+                return
+        f = numaccel.accelerate(lambda *a: run_program(steps, *a), backend=backend)
+        assert_same(f(*arrays), ref)
+    check()
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_random_programs_match_numpy(prog):

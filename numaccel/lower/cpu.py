@@ -18,8 +18,8 @@ from ..graph import Graph
 from ..interp import _scalar_value
 from ..ops import get_op
 from ..trace.symbolic import has_sym, resolve
-from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, flat_view, load_source,
-                          map_source, reduce_source)
+from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, buffer_args, flat_or_copy,
+                          flat_view, load_source, map_source, red_ufunc, reduce_source)
 from .cpu_wrapper import CompiledWrapper, Unsupported
 from .cpu_rows import RowStep
 from .passes import fuse, simplify
@@ -96,11 +96,8 @@ class MapStep:
         elif size:
             ops = []
             for a in arrs:
-                v = _bits(a if a.shape == shape else np.broadcast_to(a, shape))
-                fv = flat_view(v)
-                if fv is None:  # negative strides (flip): one contiguous copy
-                    fv = flat_view(np.ascontiguousarray(v))
-                ops.append(fv)
+                ops.append(flat_or_copy(_bits(a if a.shape == shape else
+                                              np.broadcast_to(a, shape))))
             fo = flat_view(_bits(outs[0])) if self.dest is not None else None
             if self.dest is not None and fo is None:
                 # a destination view with negative strides: through a temporary
@@ -116,15 +113,9 @@ class MapStep:
     def _run(self, ops, dims, size, vals):
         patterns = tuple(_pattern(st) for _, st in ops)
         n_in = len(self.arrays)
-        args = []
-        u64 = np.uint64
-        for buf, st in ops[:n_in]:
-            args.append(buf)
-            args.extend([u64(x) for x in st])
+        args = buffer_args(ops[:n_in])
         args += [_scalar_arg(vals[i], self.graph.nodes[i].aval.dtype) for i in self.scalars]
-        for buf, st in ops[n_in:]:
-            args.append(buf)
-            args.extend([u64(x) for x in st])
+        args += buffer_args(ops[n_in:])
         m = self._mod(len(dims), patterns)
         (m.kernel_par if size >= PARALLEL_MIN else m.kernel_ser)(*args, *dims)
 
@@ -147,21 +138,12 @@ class ReduceStep:
 
     def _call(self, kind, views, sargs, out, count, par):
         """Run the (rank, kept) kernel on operand views (all of one shape)."""
-        ops = []
-        for v in views:
-            fv = flat_view(v)
-            if fv is None:
-                fv = flat_view(np.ascontiguousarray(v))
-            ops.append(fv)
+        ops = [flat_or_copy(v) for v in views]
         shape = views[0].shape if views else out.shape
         patterns = tuple(_pattern(st) for _, st in ops)
         mod, _ = self._mod(len(shape), kind, patterns)
-        args = []
-        for buf, st in ops:
-            args.append(buf)
-            args.extend([np.uint64(x) for x in st])
         fn = mod.kernel_par if par else mod.kernel_ser
-        fn(*args, *sargs, out, count, *shape)
+        fn(*buffer_args(ops), *sargs, out, count, *shape)
 
     def __call__(self, vals, env):
         node = self.node
@@ -174,7 +156,7 @@ class ReduceStep:
         axes = tuple(range(nd)) if axis is None else tuple(a % nd for a in axis)
         kept = [d for d in range(nd) if d not in axes]
         red_size = int(np.prod([shape[d] for d in axes])) if axes else 1
-        uf = "add" if node.op == "mean" else node.attrs["ufunc"]
+        uf = red_ufunc(node)
         if red_size == 0 and uf in ("maximum", "minimum"):
             raise ValueError(f"zero-size array to reduction operation {uf} which has no "
                              "identity")
@@ -328,13 +310,13 @@ class CompiledGraph:
     def __init__(self, graph: Graph):
         self.graph = g = simplify(graph)
         kinds, mat, kernels = fuse(g)
-        groups = row_groups(g, kinds, mat, kernels)
+        groups = row_groups(g, kinds, kernels)
         for _ in range(3):
             extra = boundary(g, kinds, mat, kernels, groups)
             if not extra:
                 break
             kinds, mat, kernels = fuse(g, mat | extra)
-            groups = row_groups(g, kinds, mat, kernels)
+            groups = row_groups(g, kinds, kernels)
         else:
             groups = []     # no stable plan (never seen): plain kernels
         self.kinds, self.kernels, self.groups = kinds, kernels, groups

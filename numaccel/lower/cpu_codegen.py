@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from .render import NARROW, literal, reg_dtype, render
+from .render import NARROW, cast, literal, reg_dtype, render
 
 _MODULES: dict = {}
 
@@ -170,7 +170,6 @@ def _small_power(graph, n, args, dts):
     e = graph.nodes[n.inputs[1]]
     if e.op != "scalar" or e.attrs["value"] not in (1, 2, 3, 4, 0.5, -1):
         return None
-    from .render import cast
     x = cast(args[0], dts[0], n.aval.dtype)
     v = e.attrs["value"]
     expr = {1: x, 2: f"({x} * {x})", 3: f"({x} * {x} * {x})",
@@ -261,6 +260,22 @@ def flat_view(a):
     return np.lib.stride_tricks.as_strided(a, (span,), (isz,)), [x // isz for x in st]
 
 
+def flat_or_copy(v):
+    """``flat_view(v)``, through one contiguous copy where v has negative strides (flip)."""
+    fv = flat_view(v)
+    return fv if fv is not None else flat_view(np.ascontiguousarray(v))
+
+
+def buffer_args(ops):
+    """Kernel arguments of (buffer, element strides) operands: each buffer, then its
+    strides as uint64 (the kernels' index arithmetic is unsigned)."""
+    args = []
+    for buf, st in ops:
+        args.append(buf)
+        args.extend([np.uint64(x) for x in st])
+    return args
+
+
 def _pattern(strides):
     last = strides[-1] if strides else 1
     return "1" if last == 1 else ("0" if last == 0 else "s")
@@ -280,6 +295,19 @@ def _acc_dtype(red, src_dtype):
     if red.attrs.get("ufunc") in ("logical_or", "logical_and"):
         return np.dtype(bool)
     return np.dtype(reg_dtype(out))
+
+
+def red_ufunc(red) -> str:
+    """The ufunc a reduction node accumulates with (a mean sums)."""
+    return "add" if red.op == "mean" else red.attrs["ufunc"]
+
+
+def acc_result(red, acc, acc_dt, count) -> str:
+    """The value of reduction ``red`` from its accumulator: divided by the element count
+    expression ``count`` for a mean, cast to the node's dtype."""
+    if red.op == "mean":
+        return cast(f"({acc} / {count})", np.dtype(np.float64), red.aval.dtype)
+    return cast(acc, acc_dt, red.aval.dtype)
 
 
 def acc_init(uf, acc_dt) -> str:
@@ -319,7 +347,7 @@ def reduce_source(graph, k, rank, n_kept, patterns):
         inner = _offset(f"a{j}", rank, patterns[j], rank - 1)
         exprs[nid] = _load(f"a{j}", graph.nodes[nid].aval.dtype, f"[{inner}]")
     acc_dt = _acc_dtype(red, src_node.aval.dtype)
-    uf = "add" if red.op == "mean" else red.attrs["ufunc"]
+    uf = red_ufunc(red)
     params = []
     for nm in names:
         params += [nm] + [f"{nm}s{d}" for d in range(rank)]

@@ -14,8 +14,9 @@ import numba
 import numpy as np
 
 from .cpu_codegen import (_PRELUDE, _acc_dtype, _load, _offset, _pattern, _store,
-                          acc_cast, acc_comb, acc_init, body_lines, flat_view, load_source)
-from .render import NARROW, cast, literal, reg_dtype
+                          acc_cast, acc_comb, acc_init, acc_result, body_lines, buffer_args,
+                          flat_or_copy, flat_view, load_source, red_ufunc)
+from .render import literal, reg_dtype
 from .rowlib import TILE, tile_fn
 
 _ROWLIB = "from numaccel.lower.rowlib import (tile_sum, tile_prod, tile_max, tile_min, " \
@@ -71,7 +72,7 @@ def row_source(graph, grp, patterns):
     roles = grp.roles
     # names are positional (not node ids), so identical groups (the steps of a time loop)
     # render to identical sources and share one compiled kernel
-    P = {nid: k for k, nid in enumerate(grp.order)}
+    P = {nid: pos for pos, nid in enumerate(grp.order)}
     row_names = {}          # row member -> register name
     rowk = str(tuple(grp.full[:-1]) + (1,))
 
@@ -158,9 +159,7 @@ def row_source(graph, grp, patterns):
     for lv in range(1, nlev + 1):
         reds = [r for r in grp.reds if grp.level[r] == lv]
         for r in reds:
-            red = g.nodes[r]
-            uf = "add" if red.op == "mean" else red.attrs["ufunc"]
-            body.append(f"{ind}acc{P[r]} = {acc_init(uf, tiles[r][1])}")
+            body.append(f"{ind}acc{P[r]} = {acc_init(red_ufunc(g.nodes[r]), tiles[r][1])}")
         body.append(f"{ind}for jt in range(0, n{last}, {TILE}):")
         body.append(f"{ind}    m = min({TILE}, n{last} - jt)")
         body.append(f"{ind}    for jj in range(m):")
@@ -171,17 +170,12 @@ def row_source(graph, grp, patterns):
         for r, s in zip(reds, srcs):
             body.append(f"{inner}{tiles[r][0]}[jj] = {acc_cast(cur[s], tiles[r][2])}")
         for r in reds:
-            red = g.nodes[r]
-            uf = "add" if red.op == "mean" else red.attrs["ufunc"]
+            uf = red_ufunc(g.nodes[r])
             t, acc_dt, tile_dt = tiles[r]
             body.append(f"{ind}    x{P[r]} = {acc_cast(f'{tile_fn(uf, tile_dt)}({t}, m)', acc_dt)}")
             body.append(f"{ind}    acc{P[r]} = {acc_comb(uf, f'acc{P[r]}', f'x{P[r]}')}")
         for r in reds:
-            red = g.nodes[r]
-            acc_dt = tiles[r][1]
-            res = f"(acc{P[r]} / np.float64(n{last}))" if red.op == "mean" else f"acc{P[r]}"
-            res = cast(res, np.dtype(np.float64) if red.op == "mean" else acc_dt,
-                       red.aval.dtype)
+            res = acc_result(g.nodes[r], f"acc{P[r]}", tiles[r][1], f"np.float64(n{last})")
             body.append(f"{ind}r{P[r]} = {res}")
             row_names[r] = f"r{P[r]}"
         row_nodes(lv)
@@ -227,14 +221,13 @@ class RowStep:
 
     def __init__(self, graph, grp):
         self.g, self.grp = graph, grp
-        self.out = grp.anchor
         self.mods = {}
-        self.rank = len(grp.full)
         from . import cpu
         self._cpu = cpu     # PARALLEL_MIN and the buffer helpers (cpu imports this module)
         self.operands = list(dict.fromkeys(p for p, _ in grp.operands))
-        self.has_minmax = [r for r in grp.reds if graph.nodes[r].op == "ufunc_reduce" and
-                           graph.nodes[r].attrs["ufunc"] in ("maximum", "minimum")]
+        # reductions without an identity: an empty row raises, as in NumPy
+        self.no_identity = [u for u in map(red_ufunc, (graph.nodes[r] for r in grp.reds))
+                            if u in ("maximum", "minimum")]
 
     def _mod(self, patterns):
         m = self.mods.get(patterns)
@@ -249,9 +242,9 @@ class RowStep:
         g, grp = self.g, self.grp
         full = tuple(_resolve(tuple(grp.full), env))
         row = full[:-1]
-        if full[-1] == 0 and self.has_minmax and int(np.prod(row)):
-            raise ValueError("zero-size array to reduction operation maximum which has no "
-                             "identity")
+        if full[-1] == 0 and self.no_identity and int(np.prod(row)):
+            raise ValueError(f"zero-size array to reduction operation {self.no_identity[0]} "
+                             "which has no identity")
         views = []
         for p, ctx in grp.operands:
             n = g.nodes[p]
@@ -265,30 +258,19 @@ class RowStep:
                 a = np.ascontiguousarray(a)
             if ctx == "row":
                 a = np.broadcast_to(a, row)[..., None]
-            v = _bits(np.broadcast_to(a, full))
-            fv = flat_view(v)
-            if fv is None:
-                fv = flat_view(np.ascontiguousarray(v))
-            views.append(fv)
+            views.append(flat_or_copy(_bits(np.broadcast_to(a, full))))
         fouts = [_empty(full, g.nodes[o].aval.dtype) for o in grp.full_outs]
         routs = [_empty(tuple(_resolve(tuple(g.nodes[o].aval.shape), env)),
                         g.nodes[o].aval.dtype) for o in grp.row_outs]
         ops = views + [flat_view(_bits(o)) for o in fouts]
         patterns = tuple(_pattern(st) for _, st in ops)
         mod, arrays, scalars = self._mod(patterns)
-        u64 = np.uint64
-        args = []
-        for buf, st in ops[:len(views)]:
-            args.append(buf)
-            args.extend(u64(x) for x in st)
+        args = buffer_args(ops[:len(views)])
         args += [_scalar_arg(vals[s], g.nodes[s].aval.dtype) for s in scalars]
-        for buf, st in ops[len(views):]:
-            args.append(buf)
-            args.extend(u64(x) for x in st)
+        args += buffer_args(ops[len(views):])
         for o in routs:
             r = _bits(o).reshape(row)
-            args.append(r.reshape(-1))
-            args.extend(u64(x // r.itemsize) for x in r.strides)
+            args += buffer_args([(r.reshape(-1), [x // r.itemsize for x in r.strides])])
         nrows = int(np.prod(row))
         size = nrows * full[-1]
         if size >= c.PARALLEL_MIN:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..trace.symbolic import has_sym
 from .cpu_codegen import (_PRELUDE, _acc_dtype, _load, _small_power, _store, acc_cast,
-                          acc_comb, acc_init, body_lines, load_source)
+                          acc_comb, acc_init, acc_result, body_lines, load_source, red_ufunc)
 from .render import NARROW, cast, literal, reg_dtype, render, supported
 
 # the largest node (elements) a compiled-wrapper graph may have
@@ -194,7 +194,7 @@ class _Gen:
         axis = red.attrs.get("axis")
         axes = tuple(range(nd)) if axis is None else tuple(a % nd for a in axis)
         kept = [d for d in range(nd) if d not in axes]
-        uf = "add" if red.op == "mean" else red.attrs["ufunc"]
+        uf = red_ufunc(red)
         count = int(np.prod([shape[d] for d in axes])) if axes else 1
         if count == 0 and uf in ("maximum", "minimum"):
             raise Unsupported("empty max/min reduction (raises in the step path)")
@@ -220,8 +220,7 @@ class _Gen:
         x = names.get(src.id, exprs.get(src.id))
         self.emit(f"xr{self.nk} = {acc_cast(x, acc_dt)}", ind)
         self.emit(f"{acc} = {acc_comb(uf, acc, f'xr{self.nk}')}", ind)
-        res = f"({acc} / {float(count)})" if red.op == "mean" else acc
-        res = cast(res, acc_dt if red.op != "mean" else np.dtype(np.float64), red.aval.dtype)
+        res = acc_result(red, acc, acc_dt, float(count))
         if kept:
             kidx = ", ".join(f"i{d}" for d in kept)
             self.emit(f"r{red.id}[{kidx}] = {_store(res, red.aval.dtype)}", outer)
@@ -326,8 +325,8 @@ class _Gen:
         kdim = sa[-1]
         self.nk += 1
         acc = f"acc{self.nk}"
-        rows = [f"i0"] if na == 2 else []
-        cols = [f"i1"] if nb == 2 else []
+        rows = ["i0"] if na == 2 else []
+        cols = ["i1"] if nb == 2 else []
         ind = "    "
         if n.aval.ndim:
             self.emit(f"n{n.id} = np.empty({self.shape(n.id)}, np.{_np_dt(dt)})")

@@ -55,7 +55,7 @@ def _row_red(g, kinds, n):
     return tuple(src.shape)
 
 
-def row_groups(g: Graph, kinds: dict, mat: set, kernels: dict) -> list:
+def row_groups(g: Graph, kinds: dict, kernels: dict) -> list:
     consumers = {n.id: [] for n in g.nodes}
     for n in g.nodes:
         for i in dict.fromkeys(n.inputs):
@@ -66,14 +66,14 @@ def row_groups(g: Graph, kinds: dict, mat: set, kernels: dict) -> list:
         full = _row_red(g, kinds, seed)
         if full is None or seed.id in taken:
             continue
-        grp = _grow(g, kinds, mat, kernels, consumers, outputs, seed, full, taken)
+        grp = _grow(g, kinds, kernels, consumers, outputs, seed, full, taken)
         if grp is not None:
             taken.update(grp.roles)
             groups.append(grp)
     return groups
 
 
-def _grow(g, kinds, mat, kernels, consumers, outputs, seed, full, taken):
+def _grow(g, kinds, kernels, consumers, outputs, seed, full, taken):
     FULL = str(tuple(full))
     ROW, ROWK = str(tuple(full[:-1])), str(tuple(full[:-1]) + (1,))
     row_nd = len(full) - 1
