@@ -2,6 +2,7 @@
 
 Environment variables give the defaults:
 ``NUMACCEL_LOGS=recompiles,graph_breaks,guards,graphs`` prints those events as they happen.
+``NUMACCEL_PARALLEL_MIN=<elements>`` sets ``parallel_min``.
 """
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from dataclasses import dataclass, field
 def _env_logs() -> frozenset:
     raw = os.environ.get("NUMACCEL_LOGS", "")
     return frozenset(p.strip() for p in raw.split(",") if p.strip())
+
+
+def _env_parallel_min() -> int:
+    # '' counts as unset (a shell's NUMACCEL_PARALLEL_MIN= must not crash the import)
+    return int(os.environ.get("NUMACCEL_PARALLEL_MIN") or 1 << 18)
 
 
 LOG_KINDS = frozenset({"recompiles", "graph_breaks", "guards", "graphs", "all"})
@@ -41,6 +47,13 @@ class Config:
     #: small static-shape graphs run as ONE generated Numba function (False: the Python
     #: loop over kernel steps, for debugging)
     compiled_wrapper: bool = True
+    #: elements from which a generated CPU kernel launch is split between threads
+    #: (default ``NUMACCEL_PARALLEL_MIN``, else 2^18); smaller ones run on the calling
+    #: thread, and graphs whose nodes are all smaller may run as the compiled wrapper
+    parallel_min: int = field(default_factory=_env_parallel_min)
+    #: threads of a large generated CPU kernel launch (0: ``NUMBA_NUM_THREADS``, which
+    #: defaults to the CPU count)
+    num_threads: int = 0
     #: default backend of @accelerate
     default_backend: str = "cpu"
     #: event kinds printed to stderr (see module docstring)

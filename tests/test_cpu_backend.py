@@ -162,8 +162,8 @@ numaccel.config.compiled_wrapper = False          # the step kernels
 f = numaccel.accelerate(lambda x, y: np.exp(x) * y - x.sum(axis=-1, keepdims=True))
 f(x, x)
 run = f.entries[0].run
-disp = [m.kernel_ser for s in run.steps for m in getattr(s, "mods", {}).values()
-        if hasattr(m, "kernel_ser")] + [m[0].kernel_ser for s in run.steps
+disp = [m.kernel for s in run.steps for m in getattr(s, "mods", {}).values()
+        if hasattr(m, "kernel")] + [m[0].kernel for s in run.steps
         for m in getattr(s, "mods", {}).values() if isinstance(m, tuple)]
 numaccel.config.compiled_wrapper = True           # and a compiled wrapper
 g = numaccel.accelerate(lambda x, y: np.exp(x) * y - x.sum(axis=-1, keepdims=True))

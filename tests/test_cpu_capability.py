@@ -15,8 +15,7 @@ x = np.ones(100_000, np.float32)
 f(x, x)
 run = f.entries[0].run
 mod = next(iter(run.steps[0].mods.values()))
-fn = mod.kernel_par if mod.kernel_par.signatures else mod.kernel_ser
-asm = "\n".join(fn.inspect_asm().values())
+asm = "\n".join(mod.kernel.inspect_asm().values())
 print(numaccel.cpu_capability(), "zmm" in asm, "ymm" in asm)
 """
 

@@ -2,13 +2,10 @@
 
 The wrapper runs the fusion plan (passes.fuse) as steps: kernels rendered by
 ``cpu_codegen``, NumPy calls for ops without a kernel (BLAS matmul, scans, advanced
-indexing) and in-place scatters. Each kernel exists in a parallel (``prange`` over the
-outermost loop) and a serial flavour; the wrapper picks by size, because a parallel
-launch costs more than small arrays take.
+indexing) and in-place scatters. Kernels are serial over a range of their outermost
+loop; ``cpu_threads.launch`` runs large ones as one chunk per thread.
 """
 from __future__ import annotations
-
-import os
 
 import numpy as np
 
@@ -22,12 +19,10 @@ from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, buffer_args, fla
                           flat_view, load_source, map_source, red_ufunc, reduce_source)
 from .cpu_wrapper import CompiledWrapper, Unsupported
 from .cpu_rows import RowStep
+from .cpu_threads import launch
 from .passes import fuse, simplify
 from .rows import boundary, row_groups
 
-# elements; below this the serial flavour runs: a parallel region costs a thread wake-up
-# (tens of microseconds, far more on a loaded machine) that small loops never repay
-PARALLEL_MIN = int(os.environ.get("NUMACCEL_PARALLEL_MIN") or 1 << 18)
 # ------------------------------------------------------------------------------ the wrapper
 
 _U16 = np.dtype(np.uint16)
@@ -117,7 +112,7 @@ class MapStep:
         args += [_scalar_arg(vals[i], self.graph.nodes[i].aval.dtype) for i in self.scalars]
         args += buffer_args(ops[n_in:])
         m = self._mod(len(dims), patterns)
-        (m.kernel_par if size >= PARALLEL_MIN else m.kernel_ser)(*args, *dims)
+        launch(m.kernel, args + dims, dims[0], size)
 
 
 class ReduceStep:
@@ -136,14 +131,14 @@ class ReduceStep:
             m = self.mods[key] = (load_source(src), acc)
         return m
 
-    def _call(self, kind, views, sargs, out, count, par):
-        """Run the (rank, kept) kernel on operand views (all of one shape)."""
+    def _call(self, kind, views, sargs, out, count, size):
+        """Run the (rank, kept) kernel on operand views (all of one shape); ``size``: the
+        elements of the whole reduction (whether to use threads)."""
         ops = [flat_or_copy(v) for v in views]
         shape = views[0].shape if views else out.shape
         patterns = tuple(_pattern(st) for _, st in ops)
         mod, _ = self._mod(len(shape), kind, patterns)
-        fn = mod.kernel_par if par else mod.kernel_ser
-        fn(*buffer_args(ops), *sargs, out, count, *shape)
+        launch(mod.kernel, [*buffer_args(ops), *sargs, out, count, *shape], shape[0], size)
 
     def __call__(self, vals, env):
         node = self.node
@@ -170,7 +165,7 @@ class ReduceStep:
         if kept:
             out = _empty(kshape, dt)
             if out.size:
-                self._call(len(kept), args, sargs, _bits(out), count, total >= PARALLEL_MIN)
+                self._call(len(kept), args, sargs, _bits(out), count, total)
         else:
             out = self._full(args, sargs, shape, count, uf, dt)
         if node.attrs.get("keepdims"):
@@ -188,16 +183,16 @@ class ReduceStep:
             tail = [a[q * 4096:] for a in args]
             acc = _acc_dtype(self.node, self.src.aval.dtype)
             p1 = _empty(q, acc)
-            self._call(0, head, sargs, p1, count, total >= PARALLEL_MIN)
+            self._call(0, head, sargs, p1, count, total)
             p2 = _empty(total - q * 4096, acc)
             if p2.size:
-                self._call(0, tail, sargs, p2, count, False)
+                self._call(0, tail, sargs, p2, count, 0)
             partial = np.concatenate([p1, p2])
         else:
             acc = _acc_dtype(self.node, self.src.aval.dtype)
             partial = _empty(shape[0], acc)
             if partial.size:
-                self._call(0, args, sargs, partial, count, total >= PARALLEL_MIN)
+                self._call(0, args, sargs, partial, count, total)
         comb = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
                 "minimum": np.minimum, "logical_or": np.logical_or,
                 "logical_and": np.logical_and}[uf]
@@ -523,7 +518,7 @@ def _toposort(g, plan, kernels, rows):
 
 
 class CpuBackend(Backend):
-    """Fused, parallel Numba kernels on the CPU."""
+    """Fused Numba kernels on the CPU (large ones on several threads)."""
 
     name = "cpu"
     capabilities = frozenset({"host", "numba"})

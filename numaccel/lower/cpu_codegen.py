@@ -94,7 +94,10 @@ def load_source(src: str):
 
 # load_source replaces this line by the library imports the source needs
 _LIB_MARK = "# numaccel: library imports\n"
-_PRELUDE = "import numba\nimport numpy as np\nfrom numba import prange\n" + _LIB_MARK
+_PRELUDE = "import numba\nimport numpy as np\n" + _LIB_MARK
+# every generated kernel is serial over a range [lo, hi) of its outermost loop, and
+# releases the GIL: cpu_threads runs a large launch as chunks on several threads
+KERNEL_DECORATOR = "@numba.njit(nogil=True, cache=True, error_model='numpy')"
 _BF16 = ("bf16_to_f32", "f32_to_bf16", "f16_to_f32", "f32_to_f16")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*_(?:f32|f64|bf16|f16)\b")
 
@@ -210,7 +213,8 @@ def map_source(graph, k, rank, patterns):
     pattern of its last stride ("1" unit, "0" broadcast, "s" other) is baked in, so
     unit-stride operands index ``buf[base + i]`` and LLVM vectorizes the inner loop. Views
     (slices, transposes, broadcasts) thus cost index arithmetic, never a copy. A kernel
-    may store several outputs (merged same-shape groups).
+    may store several outputs (merged same-shape groups). The outermost loop runs over
+    ``[lo, hi)`` (``cpu_threads.launch`` splits it between threads).
     """
     outs = k.extra.get("outs", [k.root])
     exprs, arrays, scalars = _operand_exprs(graph, k, "")
@@ -224,27 +228,24 @@ def map_source(graph, k, rank, patterns):
     params += [f"s{j}" for j in range(len(scalars))]
     for nm in names[len(arrays):]:
         params += [nm] + [f"{nm}s{d}" for d in range(rank)]
-    params += [f"n{d}" for d in range(rank)]
-    src = [_PRELUDE]
-    for flavour, par in (("par", True), ("ser", False)):
-        src.append(f"@numba.njit(parallel={par}, cache=True, error_model='numpy')")
-        src.append(f"def kernel_{flavour}({', '.join(params)}):")
-        ind = "    "
-        for d in range(rank):
-            rng = "prange" if (d == 0 and par) else "range"
-            src.append(f"{ind}for i{d} in {rng}(n{d}):")
-            ind += "    "
-            src.append(f"{ind}j{d} = np.uint64(i{d})")
-            if d < rank - 1:
-                for nm in names:
-                    prev = f"{nm}b{d - 1} + " if d else ""
-                    src.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
-        body, out_names = _body(graph, k, exprs, "", ind)
-        src += body
-        for j, r in enumerate(outs):
-            o = _offset(f"out{j}", rank, patterns[len(arrays) + j], rank - 1)
-            src.append(f"{ind}out{j}[{o}] = {_store(out_names[r], graph.nodes[r].aval.dtype)}")
-        src.append("")
+    params += [f"n{d}" for d in range(rank)] + ["lo", "hi"]
+    src = [_PRELUDE, KERNEL_DECORATOR, f"def kernel({', '.join(params)}):"]
+    ind = "    "
+    for d in range(rank):
+        rng = "lo, hi" if d == 0 else f"n{d}"
+        src.append(f"{ind}for i{d} in range({rng}):")
+        ind += "    "
+        src.append(f"{ind}j{d} = np.uint64(i{d})")
+        if d < rank - 1:
+            for nm in names:
+                prev = f"{nm}b{d - 1} + " if d else ""
+                src.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
+    body, out_names = _body(graph, k, exprs, "", ind)
+    src += body
+    for j, r in enumerate(outs):
+        o = _offset(f"out{j}", rank, patterns[len(arrays) + j], rank - 1)
+        src.append(f"{ind}out{j}[{o}] = {_store(out_names[r], graph.nodes[r].aval.dtype)}")
+    src.append("")
     return "\n".join(src), arrays, scalars
 
 
@@ -337,8 +338,10 @@ def acc_comb(uf, acc, x) -> str:
 
 
 def reduce_source(graph, k, rank, n_kept, patterns):
-    """Loops over kept dims (outer, parallel) and reduced dims (inner, accumulating);
-    operands are flat buffers with unsigned strides, as in ``map_source``."""
+    """Loops over kept dims (outer; the first over ``[lo, hi)``) and reduced dims (inner,
+    accumulating); operands are flat buffers with unsigned strides, as in
+    ``map_source``. A full reduction (``n_kept == 0``) stores one partial per index of
+    dim 0 (in ``[lo, hi)``), which the wrapper combines."""
     red = graph.nodes[k.root]
     src_node = graph.nodes[red.inputs[0]]
     exprs, arrays, scalars = _operand_exprs(graph, k, "")
@@ -352,7 +355,7 @@ def reduce_source(graph, k, rank, n_kept, patterns):
     for nm in names:
         params += [nm] + [f"{nm}s{d}" for d in range(rank)]
     params += [f"s{j}" for j in range(len(scalars))] + ["out", "count"] + \
-        [f"n{d}" for d in range(rank)]
+        [f"n{d}" for d in range(rank)] + ["lo", "hi"]
 
     def level(d, ind):
         lines = [f"{ind}j{d} = np.uint64(i{d})"]
@@ -362,39 +365,37 @@ def reduce_source(graph, k, rank, n_kept, patterns):
                 lines.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
         return lines
     out_idx = "[" + ", ".join(f"i{d}" for d in range(n_kept)) + "]" if n_kept else "[p]"
-    src = [_PRELUDE]
-    for flavour, par in (("par", True), ("ser", False)):
-        src.append(f"@numba.njit(parallel={par}, cache=True, error_model='numpy')")
-        src.append(f"def kernel_{flavour}({', '.join(params)}):")
-        ind = "    "
-        first = 0
-        if n_kept == 0:
-            # full reduction: partial results per slice of dim 0, combined by the wrapper
-            src.append(f"{ind}for p in {'prange' if par else 'range'}(n0):")
-            ind += "    "
-            src.append(f"{ind}i0 = p")
-            src += level(0, ind)
-            first = 1
-        for d in range(n_kept):
-            rng = "prange" if (d == 0 and par) else "range"
-            src.append(f"{ind}for i{d} in {rng}(n{d}):")
-            ind += "    "
-            src += level(d, ind)
-        src.append(f"{ind}acc = {acc_init(uf, acc_dt)}")
-        for d in range(max(n_kept, first), rank):
-            src.append(f"{ind}for i{d} in range(n{d}):")
-            ind += "    "
-            src += level(d, ind)
-        body, vnames = _body(graph, k, exprs, "", ind)
-        src += body
-        x = vnames[src_node.id]
-        src.append(f"{ind}x = {acc_cast(x, acc_dt)}")
-        src.append(f"{ind}acc = {acc_comb(uf, 'acc', 'x')}")
-        ind = "    " * (1 + max(n_kept, first))
-        # partials of a full reduction are combined (and divided) by the wrapper
-        res = "acc / count" if red.op == "mean" and n_kept else "acc"
-        store = f"np.{reg_dtype(red.aval.dtype) if red.aval.dtype.kind != 'b' else 'bool_'}" \
-                f"({res})" if n_kept else res
-        src.append(f"{ind}out{out_idx} = {_store(store, red.aval.dtype) if n_kept else store}")
-        src.append("")
+    src = [_PRELUDE, KERNEL_DECORATOR, f"def kernel({', '.join(params)}):"]
+    ind = "    "
+    first = 0
+    if n_kept == 0:
+        # full reduction: partial results per slice of dim 0, combined by the wrapper in
+        # slice order (so a launch's chunking never changes the result)
+        src.append(f"{ind}for p in range(lo, hi):")
+        ind += "    "
+        src.append(f"{ind}i0 = p")
+        src += level(0, ind)
+        first = 1
+    for d in range(n_kept):
+        rng = "lo, hi" if d == 0 else f"n{d}"
+        src.append(f"{ind}for i{d} in range({rng}):")
+        ind += "    "
+        src += level(d, ind)
+    src.append(f"{ind}acc = {acc_init(uf, acc_dt)}")
+    for d in range(max(n_kept, first), rank):
+        src.append(f"{ind}for i{d} in range(n{d}):")
+        ind += "    "
+        src += level(d, ind)
+    body, vnames = _body(graph, k, exprs, "", ind)
+    src += body
+    x = vnames[src_node.id]
+    src.append(f"{ind}x = {acc_cast(x, acc_dt)}")
+    src.append(f"{ind}acc = {acc_comb(uf, 'acc', 'x')}")
+    ind = "    " * (1 + max(n_kept, first))
+    # partials of a full reduction are combined (and divided) by the wrapper
+    res = "acc / count" if red.op == "mean" and n_kept else "acc"
+    store = f"np.{reg_dtype(red.aval.dtype) if red.aval.dtype.kind != 'b' else 'bool_'}" \
+            f"({res})" if n_kept else res
+    src.append(f"{ind}out{out_idx} = {_store(store, red.aval.dtype) if n_kept else store}")
+    src.append("")
     return "\n".join(src), arrays, scalars, acc_dt

@@ -2,20 +2,20 @@
 
 Operands and outputs are flat buffers with unsigned element strides, as in
 ``cpu_codegen`` (every array operand is viewed at the group's FULL shape; row values are
-read at their row's base offset). Rows are split into chunks (``prange`` over chunks in
-the parallel flavour); each chunk owns its scratch tiles. Per row: for each level of
-reductions one pass over the row in tiles of ``rowlib.TILE`` (the tile's values are
-computed by a vectorizable loop, then reduced by ``rowlib``), then one pass storing the
-full outputs.
+read at their row's base offset). A kernel runs the rows ``[lo, hi)`` with scratch
+tiles of its own (``cpu_threads.launch`` splits the rows between threads). Per row: for
+each level of reductions one pass over the row in tiles of ``rowlib.TILE`` (the tile's
+values are computed by a vectorizable loop, then reduced by ``rowlib``), then one pass
+storing the full outputs.
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from .cpu_codegen import (_PRELUDE, _acc_dtype, _load, _offset, _pattern, _store,
-                          acc_cast, acc_comb, acc_init, acc_result, body_lines, buffer_args,
-                          flat_or_copy, flat_view, load_source, red_ufunc)
+from .cpu_codegen import (_PRELUDE, KERNEL_DECORATOR, _acc_dtype, _load, _offset, _pattern,
+                          _store, acc_cast, acc_comb, acc_init, acc_result, body_lines,
+                          buffer_args, flat_or_copy, flat_view, load_source, red_ufunc)
+from .cpu_threads import launch
 from .render import literal, reg_dtype
 from .rowlib import TILE, tile_fn
 
@@ -66,7 +66,7 @@ def row_source(graph, grp, patterns):
         params += [nm] + [f"{nm}s{d}" for d in range(rank)]
     for nm in routs:
         params += [nm] + [f"{nm}s{d}" for d in range(k)]
-    params += ["nchunk"] + [f"n{d}" for d in range(rank)]
+    params += [f"n{d}" for d in range(rank)] + ["lo", "hi"]
     bases = [f"a{j}" for j in range(len(arrays))] + fouts + routs
 
     roles = grp.roles
@@ -104,7 +104,7 @@ def row_source(graph, grp, patterns):
 
     src = [_PRELUDE + _ROWLIB]
     body = []
-    ind = "            "
+    ind = "        "
     # row-level nodes in passes, level by level
     nlev = max(grp.level.values()) if grp.level else 0
     tiles = {}
@@ -190,40 +190,37 @@ def row_source(graph, grp, patterns):
     for j, o in enumerate(grp.row_outs):
         body.append(f"{ind}q{j}[q{j}b{k - 1}] = {_store(row_names[o], g.nodes[o].aval.dtype)}")
 
-    for flavour, par in (("par", True), ("ser", False)):
-        src.append(f"@numba.njit(parallel={par}, cache=True, error_model='numpy')")
-        src.append(f"def kernel_{flavour}({', '.join(params)}):")
-        rows = " * ".join(f"n{d}" for d in range(k))
-        src.append(f"    rows = {rows}")
-        src.append("    per = (rows + nchunk - 1) // nchunk")
-        src.append(f"    for c in {'prange' if par else 'range'}(nchunk):")
-        for r, (t, acc_dt, tile_dt) in tiles.items():
-            src.append(f"        {t} = np.empty({TILE}, np.{_np(tile_dt)})")
-        for i in cache:
-            src.append(f"        h{P[i]} = np.empty(n{last}, np.{reg_dtype(g.nodes[i].aval.dtype)})")
-        src.append("        for rr in range(c * per, min(rows, (c + 1) * per)):")
-        src.append("            rem = np.uint64(rr)")
-        for d in range(k - 1, 0, -1):
-            src.append(f"            j{d} = rem % np.uint64(n{d})")
-            src.append(f"            rem = rem // np.uint64(n{d})")
-        src.append("            j0 = rem")
-        for nm in bases:
-            terms = " + ".join(f"j{d} * {nm}s{d}" for d in range(k))
-            src.append(f"            {nm}b{k - 1} = {terms}")
-        src += body
-        src.append("")
+    src.append(KERNEL_DECORATOR)
+    src.append(f"def kernel({', '.join(params)}):")
+    # the rows [lo, hi) (flat row index) with scratch tiles of their own: a launch runs
+    # disjoint row ranges on several threads
+    for r, (t, acc_dt, tile_dt) in tiles.items():
+        src.append(f"    {t} = np.empty({TILE}, np.{_np(tile_dt)})")
+    for i in cache:
+        src.append(f"    h{P[i]} = np.empty(n{last}, np.{reg_dtype(g.nodes[i].aval.dtype)})")
+    src.append("    for rr in range(lo, hi):")
+    src.append("        rem = np.uint64(rr)")
+    for d in range(k - 1, 0, -1):
+        src.append(f"        j{d} = rem % np.uint64(n{d})")
+        src.append(f"        rem = rem // np.uint64(n{d})")
+    src.append("        j0 = rem")
+    for nm in bases:
+        terms = " + ".join(f"j{d} * {nm}s{d}" for d in range(k))
+        src.append(f"        {nm}b{k - 1} = {terms}")
+    src += body
+    src.append("")
     return "\n".join(src), arrays, scalars
 
 
 class RowStep:
-    """Runs a row group: views operands at the FULL shape, allocates outputs, calls the
-    serial or parallel (chunked) flavour by size."""
+    """Runs a row group: views operands at the FULL shape, allocates outputs, launches
+    the kernel over the rows (in chunks on several threads when large)."""
 
     def __init__(self, graph, grp):
         self.g, self.grp = graph, grp
         self.mods = {}
         from . import cpu
-        self._cpu = cpu     # PARALLEL_MIN and the buffer helpers (cpu imports this module)
+        self._cpu = cpu     # the buffer helpers (cpu imports this module)
         self.operands = list(dict.fromkeys(p for p, _ in grp.operands))
         # reductions without an identity: an empty row raises, as in NumPy
         self.no_identity = [u for u in map(red_ufunc, (graph.nodes[r] for r in grp.reds))
@@ -272,13 +269,8 @@ class RowStep:
             r = _bits(o).reshape(row)
             args += buffer_args([(r.reshape(-1), [x // r.itemsize for x in r.strides])])
         nrows = int(np.prod(row))
-        size = nrows * full[-1]
-        if size >= c.PARALLEL_MIN:
-            fn, nchunk = mod.kernel_par, max(1, min(nrows, 2 * numba.get_num_threads()))
-        else:
-            fn, nchunk = mod.kernel_ser, 1
         if nrows:
-            fn(*args, nchunk, *full)
+            launch(mod.kernel, args + list(full), nrows, nrows * full[-1])
         for o, v in zip(grp.full_outs, fouts):
             vals[o] = v
         for o, v in zip(grp.row_outs, routs):

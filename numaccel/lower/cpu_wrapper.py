@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..config import config
 from ..trace.symbolic import has_sym
 from .cpu_codegen import (_PRELUDE, _acc_dtype, _load, _small_power, _store, acc_cast,
                           acc_comb, acc_init, acc_result, body_lines, load_source, red_ufunc)
 from .render import NARROW, cast, literal, reg_dtype, render, supported
 
-# the largest node (elements) a compiled-wrapper graph may have
+# the largest node (elements) a compiled-wrapper graph may have. The wrapper's loops
+# are serial, on the calling thread: it is for graphs whose cost is per step (~13 us a
+# call for a tiny graph, where a step loop pays a dispatch per kernel). Its nodes also
+# stay below ``config.parallel_min``, so every graph with a kernel large enough for
+# threads keeps the step wrapper, whose kernels ``cpu_threads`` splits between threads,
+# rather than the wrapper calling kernels over their full range on one core.
 TINY_MAX = 1 << 14
 _PYOPS = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
           "eq": "==", "ne": "!="}
@@ -95,13 +101,14 @@ class _Gen:
     # ------------------------------------------------------------------ nodes
     def run(self):
         g = self.g
+        limit = min(TINY_MAX, config.parallel_min - 1)
         for n in g.nodes:
             if has_sym(n.attrs) or any(not isinstance(d, (int, np.integer))
                                        for d in n.aval.shape):
                 raise Unsupported("symbolic shapes")
             size = int(np.prod(n.aval.shape))
-            if size > TINY_MAX:
-                raise Unsupported(f"node %{n.id} has {size} elements (> {TINY_MAX})")
+            if size > limit:
+                raise Unsupported(f"node %{n.id} has {size} elements (> {limit})")
         from ..ops import get_op
         for n in g.nodes:
             k = self.kinds[n.id]
