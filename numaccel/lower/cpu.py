@@ -18,11 +18,12 @@ from ..graph import Graph
 from ..interp import _scalar_value
 from ..ops import get_op
 from ..trace.symbolic import has_sym, resolve
-from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, buffer_args, flat_or_copy,
-                          flat_view, load_source, map_source, red_ufunc, reduce_source)
+from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, buffer_args,
+                          colreduce_source, flat_or_copy, flat_view, load_source, map_source,
+                          red_ufunc, reduce_source)
 from .cpu_wrapper import CompiledWrapper, Unsupported
 from .cpu_rows import RowStep
-from .passes import fuse, simplify
+from .passes import decompose, fuse, simplify
 from .rows import boundary, row_groups
 
 # elements; below this the serial flavour runs: a parallel region costs a thread wake-up
@@ -43,6 +44,20 @@ def _bits(a):
 
 # NumPy's own allocator (the trace-time creation hooks are for user code only)
 _empty = getattr(np.empty, "__wrapped__", np.empty)
+
+
+def _identity(uf: str, dt: np.dtype):
+    """The starting accumulator of reduction ufunc ``uf`` in dtype ``dt``."""
+    if uf in ("add", "logical_or"):
+        return dt.type(0)
+    if uf in ("multiply", "logical_and"):
+        return dt.type(1)
+    if dt.kind == "f":
+        return dt.type(-np.inf if uf == "maximum" else np.inf)
+    if dt.kind == "b":
+        return uf == "minimum"
+    info = np.iinfo(dt)
+    return dt.type(info.min if uf == "maximum" else info.max)
 
 
 def _scalar_arg(v, dt):
@@ -167,7 +182,9 @@ class ReduceStep:
         kshape = tuple(shape[d] for d in kept)
         count = float(red_size)
         total = int(np.prod(shape))
-        if kept:
+        if kept and axes and kept[-1] == nd - 1 and max(axes) < kept[0] and total:
+            out = self._columns(arrs, shape, len(axes), sargs, count, uf, dt)
+        elif kept:
             out = _empty(kshape, dt)
             if out.size:
                 self._call(len(kept), args, sargs, _bits(out), count, total >= PARALLEL_MIN)
@@ -176,6 +193,33 @@ class ReduceStep:
         if node.attrs.get("keepdims"):
             out = out.reshape(tuple(1 if d in axes else shape[d] for d in range(nd)))
         vals[self.out] = out[()] if out.ndim == 0 else out
+
+    def _columns(self, arrs, shape, n_red, sargs, count, uf, dt):
+        """Leading dims reduced, the last kept: see ``colreduce_source``."""
+        views = [flat_or_copy(_bits(np.broadcast_to(a, shape))) for a in arrs]
+        patterns = tuple(_pattern(st) for _, st in views)
+        key = (len(shape), "col", n_red, patterns)
+        m = self.mods.get(key)
+        if m is None:
+            src, _, _, acc = colreduce_source(self.graph, self.k, len(shape), n_red, patterns)
+            m = self.mods[key] = (load_source(src), acc)
+        mod, acc = m
+        total = int(np.prod(shape))
+        kshape = shape[n_red:]
+        # chunks of dim 0 by size only (not by thread count): the same shape always sums
+        # in the same order
+        nchunks = max(1, min(8, shape[0], total // PARALLEL_MIN)) if total >= PARALLEL_MIN \
+            else 1
+        part = _empty((nchunks, int(np.prod(kshape))), acc)
+        part[...] = _identity(uf, acc)
+        fn = mod.kernel_par if nchunks > 1 else mod.kernel_ser
+        fn(*buffer_args(views), *sargs, part, nchunks, *shape)
+        comb = getattr(np, uf)
+        r = comb.reduce(part, axis=0) if nchunks > 1 else part[0]
+        if self.node.op == "mean":
+            with np.errstate(invalid="ignore", divide="ignore"):
+                r = r / count
+        return np.asarray(r).astype(dt, copy=False).reshape(kshape)
 
     def _full(self, args, sargs, shape, count, uf, dt):
         nd = len(shape)
@@ -308,7 +352,7 @@ class CompiledGraph:
     in place into buffers that are dead after a step (scatter of a time-loop step)."""
 
     def __init__(self, graph: Graph):
-        self.graph = g = simplify(graph)
+        self.graph = g = simplify(decompose(graph))
         kinds, mat, kernels = fuse(g)
         groups = row_groups(g, kinds, kernels)
         for _ in range(3):

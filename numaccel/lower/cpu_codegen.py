@@ -398,3 +398,54 @@ def reduce_source(graph, k, rank, n_kept, patterns):
         src.append(f"{ind}out{out_idx} = {_store(store, red.aval.dtype) if n_kept else store}")
         src.append("")
     return "\n".join(src), arrays, scalars, acc_dt
+
+
+def colreduce_source(graph, k, rank, n_red, patterns):
+    """A reduction over leading dims that keeps the last (``x.sum(axis=0)`` of a C array):
+    dims ``0 .. n_red - 1`` are reduced, the rest kept, and the kept dims are the inner
+    loops, so that the innermost loop runs along contiguous memory and the accumulators
+    ``out[c, p]`` (flat kept index ``p``) vectorize. With the reduced dims inner (the
+    ``reduce_source`` order) every element would be a strided load, one cache line per
+    element. Chunk ``c`` of ``nchunks`` accumulates rows ``[c n0 / nchunks, (c + 1) n0 /
+    nchunks)`` of dim 0 into its own row of ``out`` (initialised by the wrapper); the
+    wrapper combines the chunks in order, so the result does not depend on threads."""
+    red = graph.nodes[k.root]
+    src_node = graph.nodes[red.inputs[0]]
+    exprs, arrays, scalars = _operand_exprs(graph, k, "")
+    names = [f"a{j}" for j in range(len(arrays))]
+    for j, nid in enumerate(arrays):
+        inner = _offset(f"a{j}", rank, patterns[j], rank - 1)
+        exprs[nid] = _load(f"a{j}", graph.nodes[nid].aval.dtype, f"[{inner}]")
+    acc_dt = _acc_dtype(red, src_node.aval.dtype)
+    uf = red_ufunc(red)
+    params = []
+    for nm in names:
+        params += [nm] + [f"{nm}s{d}" for d in range(rank)]
+    params += [f"s{j}" for j in range(len(scalars))] + ["out", "nchunks"] + \
+        [f"n{d}" for d in range(rank)]
+    src = [_PRELUDE]
+    for flavour, par in (("par", True), ("ser", False)):
+        src.append(f"@numba.njit(parallel={par}, cache=True, error_model='numpy')")
+        src.append(f"def kernel_{flavour}({', '.join(params)}):")
+        src.append(f"    for c in {'prange' if par else 'range'}(nchunks):")
+        src.append("        o = out[c]")
+        ind = "        "
+        for d in range(rank):
+            lo_hi = "c * n0 // nchunks, (c + 1) * n0 // nchunks" if d == 0 else f"n{d}"
+            src.append(f"{ind}for i{d} in range({lo_hi}):")
+            ind += "    "
+            src.append(f"{ind}j{d} = np.uint64(i{d})")
+            if d < rank - 1:
+                for nm in names:
+                    prev = f"{nm}b{d - 1} + " if d else ""
+                    src.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
+            if d == n_red:
+                src.append(f"{ind}p{d} = i{d}")
+            elif d > n_red:
+                src.append(f"{ind}p{d} = p{d - 1} * n{d} + i{d}")
+        body, vnames = _body(graph, k, exprs, "", ind)
+        src += body
+        src.append(f"{ind}x = {acc_cast(vnames[src_node.id], acc_dt)}")
+        src.append(f"{ind}o[p{rank - 1}] = {acc_comb(uf, f'o[p{rank - 1}]', 'x')}")
+        src.append("")
+    return "\n".join(src), arrays, scalars, acc_dt
