@@ -124,3 +124,14 @@ def test_decompose_leaves_other_graphs_alone():
     x = g.add("input", [], {"index": 0}, AVal((3,), np.float64))
     g.outputs = [g.add("negative", [x.id], {}, AVal((3,), np.float64)).id]
     assert decompose(g) is g
+
+
+def test_var_shares_the_callers_mean(rng):
+    # (x - x.mean(0)) / x.std(0): the decomposed std reuses the caller's mean (CSE), so
+    # two mean passes run (the mean, the mean of squares), not three
+    acc = cpu(lambda x: (x - x.mean(axis=0)) / x.std(axis=0), rng.standard_normal((30, 7)))
+    means = [s for s in steps_of(acc) if type(s).__name__ == "ReduceStep" and
+             s.node.op == "mean"]
+    assert len(means) == 2
+    acc = cpu(lambda x: (x.mean(), x.var()), rng.standard_normal((30, 7)))
+    assert len([s for s in steps_of(acc) if type(s).__name__ == "ReduceStep"]) == 2

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from ..backends import Backend, register_backend
+from ..backends import Backend, find_kernel, kernels_of, register_backend
 from ..config import config, log
 from ..graph import Graph
 from ..interp import _scalar_value
@@ -260,6 +260,7 @@ class NumpyStep:
         self.ref = get_op(n.op).ref
         self.inputs = n.inputs
         self.sym = has_sym(n.attrs)
+        self.kernels = bool(kernels_of(n.op))
         if n.op == "einsum" and len(n.inputs) == 2 and n.aval.dtype.kind == "f" and \
                 n.aval.dtype.name not in ("float16", "bfloat16"):
             plan = matmul_plan(n.attrs["subscripts"])
@@ -271,7 +272,14 @@ class NumpyStep:
     def __call__(self, vals, env):
         n = self.n
         attrs = _resolve(n.attrs, env) if self.sym else n.attrs
-        vals[n.id] = self.ref(*[vals[i] for i in self.inputs], **attrs)
+        args = [vals[i] for i in self.inputs]
+        fn = self.ref
+        if self.kernels:
+            # a hand-written kernel registered for this op (register_kernel), when it
+            # supports these inputs; the op's reference otherwise
+            k = find_kernel(n.op, "cpu", *args, **attrs)
+            fn = k.fn if k is not None else fn
+        vals[n.id] = fn(*args, **attrs)
 
 
 

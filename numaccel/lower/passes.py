@@ -65,10 +65,17 @@ def decompose(graph: Graph) -> Graph:
         axis = n.attrs.get("axis")
         axes = range(src.ndim) if axis is None else axis
         kshape = tuple(1 if i in axes else d for i, d in enumerate(src.shape))
-        ax = {} if axis is None else {"axis": tuple(axis)}   # as the tracer writes them
+        # attrs as the tracer writes a caller's x.mean(axis), so that CSE can merge them
+        ax = {"axis": None if axis is None else tuple(axis), "dtype": None}
+        rax = {} if axis is None else {"axis": tuple(axis)}     # x.sum() has no axis attr
         keep = bool(n.attrs.get("keepdims", False))
         vshape = n.aval.shape
-        mu = g.add("mean", [x], {**ax, "keepdims": True}, AVal(kshape, src.dtype))
+        # the mean as the caller writes it (keepdims=False), so that CSE merges it with
+        # the caller's own x.mean(axis) of a standardisation; a reshape (a view) keeps dims
+        mshape = tuple(d for i, d in enumerate(src.shape) if i not in axes)
+        m0 = g.add("mean", [x], {**ax, "keepdims": False}, AVal(mshape, src.dtype),
+                   not mshape)      # NumPy returns a scalar there, and so did the tracer
+        mu = g.add("reshape", [m0.id], {"shape": kshape}, AVal(kshape, src.dtype))
         d = g.add("subtract", [x, mu.id], {}, src)
         sq = g.add("multiply", [d.id, d.id], {}, src)
         ddof = n.attrs.get("ddof", 0)
@@ -79,7 +86,7 @@ def decompose(graph: Graph) -> Graph:
             count = 1
             for a in axes:
                 count *= src.shape[a]
-            s_ = g.add("ufunc_reduce", [sq.id], {**ax, "keepdims": keep, "ufunc": "add"},
+            s_ = g.add("ufunc_reduce", [sq.id], {**rax, "keepdims": keep, "ufunc": "add"},
                        AVal(vshape, src.dtype))
             c = g.add("scalar", [], {"value": max(count - ddof, 0), "dtype": None,
                                      "weak": "int"}, AVal((), np.int64, weak="int"))

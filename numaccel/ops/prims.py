@@ -521,3 +521,5 @@ _reg("real", "elementwise", np.real,
      lambda avals: AVal(avals[0].shape, np.real(dummy(avals[0], 0)).dtype))
 _reg("imag", "elementwise", np.imag,
      lambda avals: AVal(avals[0].shape, np.imag(dummy(avals[0], 0)).dtype))
+
+from . import search  # noqa: E402,F401  (registers searchsorted and its CPU kernel)
