@@ -132,7 +132,12 @@ class MapStep:
         args += [_scalar_arg(vals[i], self.graph.nodes[i].aval.dtype) for i in self.scalars]
         args += buffer_args(ops[n_in:])
         m = self._mod(len(dims), patterns)
-        (m.kernel_par if size >= PARALLEL_MIN else m.kernel_ser)(*args, *dims)
+        par = size >= PARALLEL_MIN
+        res = (m.kernel_par if par else m.kernel_ser)(*args, *dims)
+        if res is not None and res[0]:
+            # float32 sin/cos/tan arguments beyond the fast path: their blocks again
+            # (cpu_codegen.map_source)
+            (m.fixup_par if par else m.fixup_ser)(res[1], *args, *dims)
 
 
 class ReduceStep:

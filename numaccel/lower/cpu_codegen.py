@@ -135,15 +135,26 @@ def _store(expr, dt):
     return expr
 
 
-def _body(graph, k, operand_names, idx, indent, prefix="v"):
+def _body(graph, k, operand_names, idx, indent, prefix="v", **kw):
     """Statements computing every node of kernel ``k`` at index ``idx`` (locals named
     ``<prefix><j>``)."""
-    return body_lines(graph, k.nodes, operand_names, indent, prefix)
+    return body_lines(graph, k.nodes, operand_names, indent, prefix, **kw)
 
 
-def body_lines(graph, nodes, operand_names, indent, prefix="v"):
+_FAST_TRIG = ("sin", "cos", "tan")
+# elements per block of a map kernel with float32 trig (whole rows of dim 0, at least
+# one): big enough for the vectorized loop, small enough that a rare big argument
+# costs its block, not the array, a second pass
+_BLOCK = 8192
+
+
+def body_lines(graph, nodes, operand_names, indent, prefix="v", trig=None,
+               fast=False):
     """Statements computing elementwise ``nodes`` (topological order) from the operand
-    expressions in ``operand_names``; returns (lines, names by node id)."""
+    expressions in ``operand_names``; returns (lines, names by node id).
+
+    ``trig``: a list that gets the argument of every float32 sin/cos/tan; with
+    ``fast=True`` those call the ``_fast`` variants (see ``map_source``)."""
     # names are positional, so identical bodies (e.g. the steps of a time loop) render
     # to identical sources and share one compiled kernel
     lines, names = [], dict(operand_names)
@@ -152,6 +163,10 @@ def body_lines(graph, nodes, operand_names, indent, prefix="v"):
         args = [names[i] for i in n.inputs]
         dts = [graph.nodes[i].aval.dtype for i in n.inputs]
         expr = _small_power(graph, n, args, dts) or render(n, args, dts)
+        if trig is not None and n.op in _FAST_TRIG and f"{n.op}_f32(" in expr:
+            trig.append(cast(args[0], dts[0], n.aval.dtype))     # as the call gets it
+            if fast:
+                expr = expr.replace(f"{n.op}_f32(", f"{n.op}_fast_f32(")
         dn = n.aval.dtype.name
         if dn in NARROW:
             # NumPy rounds every float16/bfloat16 op result to its dtype: so do we
@@ -225,27 +240,98 @@ def map_source(graph, k, rank, patterns):
     for nm in names[len(arrays):]:
         params += [nm] + [f"{nm}s{d}" for d in range(rank)]
     params += [f"n{d}" for d in range(rank)]
+
+    def nest(ind, first):
+        """The loop nest; dim 0 over ``first`` ("prange", "range", or "block": the rows
+        ``b * bs`` .. of block ``b``)."""
+        lines = []
+        for d in range(rank):
+            if d == 0:
+                lim = "b * bs, min(n0, b * bs + bs)" if first == "block" else "n0"
+                rng = "range" if first == "block" else first
+            else:
+                rng, lim = "range", f"n{d}"
+            lines.append(f"{ind}for i{d} in {rng}({lim}):")
+            ind += "    "
+            lines.append(f"{ind}j{d} = np.uint64(i{d})")
+            if d < rank - 1:
+                for nm in names:
+                    prev = f"{nm}b{d - 1} + " if d else ""
+                    lines.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
+        return lines, ind
+
+    def stores(out_names, ind):
+        return [f"{ind}out{j}[{_offset(f'out{j}', rank, patterns[len(arrays) + j], rank - 1)}]"
+                f" = {_store(out_names[r], graph.nodes[r].aval.dtype)}"
+                for j, r in enumerate(outs)]
+
+    trig = []
+    if rank:
+        _body(graph, k, exprs, "", "", trig=trig)
     src = [_PRELUDE]
     for flavour, par in (("par", True), ("ser", False)):
         src.append(f"@numba.njit(parallel={par}, cache=True, error_model='numpy')")
         src.append(f"def kernel_{flavour}({', '.join(params)}):")
-        ind = "    "
-        for d in range(rank):
-            rng = "prange" if (d == 0 and par) else "range"
-            src.append(f"{ind}for i{d} in {rng}(n{d}):")
-            ind += "    "
-            src.append(f"{ind}j{d} = np.uint64(i{d})")
-            if d < rank - 1:
-                for nm in names:
-                    prev = f"{nm}b{d - 1} + " if d else ""
-                    src.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
-        body, out_names = _body(graph, k, exprs, "", ind)
-        src += body
-        for j, r in enumerate(outs):
-            o = _offset(f"out{j}", rank, patterns[len(arrays) + j], rank - 1)
-            src.append(f"{ind}out{j}[{o}] = {_store(out_names[r], graph.nodes[r].aval.dtype)}")
-        src.append("")
+        rng = "prange" if par else "range"
+        if not trig:
+            lines, ind = nest("    ", rng)
+            body, out_names = _body(graph, k, exprs, "", ind)
+            src += lines + body + stores(out_names, ind) + [""]
+            continue
+        # float32 sin/cos/tan: the fast variants (wrong only for finite |x| >
+        # mathlib_trig.TRIG_FAST_MAX_F32) in the vectorized loop, over blocks of ~_BLOCK
+        # elements that each OR a flag of such arguments into a local int32 (an int64 or a
+        # parfor reduction would halve the vector width). Returns (any flag, the flags):
+        # the caller runs ``fixup_<flavour>`` on them. np.empty and a plain loop: np.zeros
+        # and flags.any() would be parallel regions too
+        src += [f"    {_block_rows(rank)}",
+                "    flags = np.empty((n0 + bs - 1) // bs, np.int32)",
+                f"    for b in {rng}(flags.size):",
+                "        nbig = np.int32(0)"]
+        lines, ind = nest("        ", "block")
+        body, out_names = _body(graph, k, exprs, "", ind, trig=[], fast=True)
+        src += lines + body + [f"{ind}nbig = np.int32(nbig | {_big(trig)})"]
+        src += stores(out_names, ind)
+        src += ["        flags[b] = nbig",
+                "    nflag = np.int32(0)",
+                "    for b in range(flags.size):",
+                "        nflag |= flags[b]",
+                "    return nflag, flags", ""]
+        src += _fixup_source(graph, k, exprs, params, trig, rank, nest, stores, flavour)
     return "\n".join(src), arrays, scalars
+
+
+def _block_rows(rank):
+    """``bs = `` rows of dim 0 per block (at least one): a kernel's and its fixup's."""
+    inner = " * ".join(f"n{d}" for d in range(1, rank)) or "1"
+    return f"bs = max(1, {_BLOCK} // max(1, {inner}))"
+
+
+def _big(trig):
+    """1 where a float32 trig argument needs the all-range functions."""
+    return " | ".join(f"trig_big_f32({t})" for t in dict.fromkeys(trig))
+
+
+def _fixup_source(graph, k, exprs, params, trig, rank, nest, stores, flavour):
+    """``fixup_<flavour>(flags, ...)``: the blocks of a map kernel flagged by its fast
+    loop again, with the all-range float32 sin/cos/tan, storing the elements where a
+    trig argument was beyond the fast path.
+
+    Recomputing is sound because a map kernel never reads a buffer it writes (cpu.py: a
+    kernel writes in place only into a buffer none of its operands view). A function of
+    its own, compiled only when some call meets a big argument: the inlined Payne-Hanek
+    reduction is most of a kernel's compile time (a call from the kernel would compile
+    it with the kernel, and within a prange twice)."""
+    par = flavour == "par"
+    src = [f"@numba.njit(parallel={par}, cache=True, error_model='numpy')",
+           f"def fixup_{flavour}(flags, {', '.join(params)}):",
+           f"    {_block_rows(rank)}",
+           f"    for b in {'prange' if par else 'range'}(flags.size):",
+           "        if flags[b]:"]
+    lines, ind = nest("            ", "block")
+    body, out_names = _body(graph, k, exprs, "", ind)
+    return src + lines + body + [f"{ind}if {_big(trig)}:"] + \
+        stores(out_names, ind + "    ") + [""]
 
 
 def flat_view(a):
