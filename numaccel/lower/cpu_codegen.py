@@ -422,9 +422,10 @@ def acc_comb(uf, acc, x) -> str:
             "minimum": f"{x} if ({x} < {acc} or {x} != {x}) else {acc}"}[uf]
 
 
-def reduce_source(graph, k, rank, n_kept, patterns):
-    """Loops over kept dims (outer, parallel) and reduced dims (inner, accumulating);
-    operands are flat buffers with unsigned strides, as in ``map_source``."""
+def _reduce_setup(graph, k, rank, patterns, extra):
+    """What both reduction sources start from: the node, its source, operand
+    expressions, accumulator dtype and ufunc, and the kernel parameters (operand buffers
+    and strides, scalars, ``out``, ``extra``, the dims)."""
     red = graph.nodes[k.root]
     src_node = graph.nodes[red.inputs[0]]
     exprs, arrays, scalars = _operand_exprs(graph, k, "")
@@ -432,13 +433,20 @@ def reduce_source(graph, k, rank, n_kept, patterns):
     for j, nid in enumerate(arrays):
         inner = _offset(f"a{j}", rank, patterns[j], rank - 1)
         exprs[nid] = _load(f"a{j}", graph.nodes[nid].aval.dtype, f"[{inner}]")
-    acc_dt = _acc_dtype(red, src_node.aval.dtype)
-    uf = red_ufunc(red)
     params = []
     for nm in names:
         params += [nm] + [f"{nm}s{d}" for d in range(rank)]
-    params += [f"s{j}" for j in range(len(scalars))] + ["out", "count"] + \
+    params += [f"s{j}" for j in range(len(scalars))] + ["out", extra] + \
         [f"n{d}" for d in range(rank)]
+    return (red, src_node, exprs, arrays, scalars, names,
+            _acc_dtype(red, src_node.aval.dtype), red_ufunc(red), params)
+
+
+def reduce_source(graph, k, rank, n_kept, patterns):
+    """Loops over kept dims (outer, parallel) and reduced dims (inner, accumulating);
+    operands are flat buffers with unsigned strides, as in ``map_source``."""
+    red, src_node, exprs, arrays, scalars, names, acc_dt, uf, params = _reduce_setup(
+        graph, k, rank, patterns, "count")
 
     def level(d, ind):
         lines = [f"{ind}j{d} = np.uint64(i{d})"]
@@ -495,20 +503,8 @@ def colreduce_source(graph, k, rank, n_red, patterns):
     element. Chunk ``c`` of ``nchunks`` accumulates rows ``[c n0 / nchunks, (c + 1) n0 /
     nchunks)`` of dim 0 into its own row of ``out`` (initialised by the wrapper); the
     wrapper combines the chunks in order, so the result does not depend on threads."""
-    red = graph.nodes[k.root]
-    src_node = graph.nodes[red.inputs[0]]
-    exprs, arrays, scalars = _operand_exprs(graph, k, "")
-    names = [f"a{j}" for j in range(len(arrays))]
-    for j, nid in enumerate(arrays):
-        inner = _offset(f"a{j}", rank, patterns[j], rank - 1)
-        exprs[nid] = _load(f"a{j}", graph.nodes[nid].aval.dtype, f"[{inner}]")
-    acc_dt = _acc_dtype(red, src_node.aval.dtype)
-    uf = red_ufunc(red)
-    params = []
-    for nm in names:
-        params += [nm] + [f"{nm}s{d}" for d in range(rank)]
-    params += [f"s{j}" for j in range(len(scalars))] + ["out", "nchunks"] + \
-        [f"n{d}" for d in range(rank)]
+    red, src_node, exprs, arrays, scalars, names, acc_dt, uf, params = _reduce_setup(
+        graph, k, rank, patterns, "nchunks")
     src = [_PRELUDE]
     for flavour, par in (("par", True), ("ser", False)):
         src.append(f"@numba.njit(parallel={par}, cache=True, error_model='numpy')")
