@@ -46,20 +46,6 @@ def _bits(a):
 _empty = getattr(np.empty, "__wrapped__", np.empty)
 
 
-def _identity(uf: str, dt: np.dtype):
-    """The starting accumulator of reduction ufunc ``uf`` in dtype ``dt``."""
-    if uf in ("add", "logical_or"):
-        return dt.type(0)
-    if uf in ("multiply", "logical_and"):
-        return dt.type(1)
-    if dt.kind == "f":
-        return dt.type(-np.inf if uf == "maximum" else np.inf)
-    if dt.kind == "b":
-        return uf == "minimum"
-    info = np.iinfo(dt)
-    return dt.type(info.min if uf == "maximum" else info.max)
-
-
 def _scalar_arg(v, dt):
     if dt.itemsize == 2 and dt.kind in "fV":
         return np.float32(v)
@@ -215,8 +201,7 @@ class ReduceStep:
         # in the same order
         nchunks = max(1, min(8, shape[0], total // PARALLEL_MIN)) if total >= PARALLEL_MIN \
             else 1
-        part = _empty((nchunks, int(np.prod(kshape))), acc)
-        part[...] = _identity(uf, acc)
+        part = _empty((nchunks, int(np.prod(kshape))), acc)   # the kernel initialises it
         fn = mod.kernel_par if nchunks > 1 else mod.kernel_ser
         fn(*buffer_args(views), *sargs, part, nchunks, *shape)
         comb = getattr(np, uf)

@@ -422,6 +422,17 @@ def acc_comb(uf, acc, x) -> str:
             "minimum": f"{x} if ({x} < {acc} or {x} != {x}) else {acc}"}[uf]
 
 
+def _level(names, rank, d, ind):
+    """Inside the loop over dim ``d``: its index as uint64 and each operand's base offset
+    (``{name}b{d}``) for the dims below."""
+    lines = [f"{ind}j{d} = np.uint64(i{d})"]
+    if d < rank - 1:
+        for nm in names:
+            prev = f"{nm}b{d - 1} + " if d else ""
+            lines.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
+    return lines
+
+
 def _reduce_setup(graph, k, rank, patterns, extra):
     """What both reduction sources start from: the node, its source, operand
     expressions, accumulator dtype and ufunc, and the kernel parameters (operand buffers
@@ -449,12 +460,7 @@ def reduce_source(graph, k, rank, n_kept, patterns):
         graph, k, rank, patterns, "count")
 
     def level(d, ind):
-        lines = [f"{ind}j{d} = np.uint64(i{d})"]
-        if d < rank - 1:
-            for nm in names:
-                prev = f"{nm}b{d - 1} + " if d else ""
-                lines.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
-        return lines
+        return _level(names, rank, d, ind)
     out_idx = "[" + ", ".join(f"i{d}" for d in range(n_kept)) + "]" if n_kept else "[p]"
     src = [_PRELUDE]
     for flavour, par in (("par", True), ("ser", False)):
@@ -501,8 +507,8 @@ def colreduce_source(graph, k, rank, n_red, patterns):
     ``out[c, p]`` (flat kept index ``p``) vectorize. With the reduced dims inner (the
     ``reduce_source`` order) every element would be a strided load, one cache line per
     element. Chunk ``c`` of ``nchunks`` accumulates rows ``[c n0 / nchunks, (c + 1) n0 /
-    nchunks)`` of dim 0 into its own row of ``out`` (initialised by the wrapper); the
-    wrapper combines the chunks in order, so the result does not depend on threads."""
+    nchunks)`` of dim 0 into its own row of ``out``, starting from the ufunc's identity;
+    the wrapper combines the chunks in order, so the result does not depend on threads."""
     red, src_node, exprs, arrays, scalars, names, acc_dt, uf, params = _reduce_setup(
         graph, k, rank, patterns, "nchunks")
     src = [_PRELUDE]
@@ -511,16 +517,14 @@ def colreduce_source(graph, k, rank, n_red, patterns):
         src.append(f"def kernel_{flavour}({', '.join(params)}):")
         src.append(f"    for c in {'prange' if par else 'range'}(nchunks):")
         src.append("        o = out[c]")
+        src.append("        for p in range(o.shape[0]):")
+        src.append(f"            o[p] = {acc_init(uf, acc_dt)}")
         ind = "        "
         for d in range(rank):
             lo_hi = "c * n0 // nchunks, (c + 1) * n0 // nchunks" if d == 0 else f"n{d}"
             src.append(f"{ind}for i{d} in range({lo_hi}):")
             ind += "    "
-            src.append(f"{ind}j{d} = np.uint64(i{d})")
-            if d < rank - 1:
-                for nm in names:
-                    prev = f"{nm}b{d - 1} + " if d else ""
-                    src.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
+            src += _level(names, rank, d, ind)
             if d == n_red:
                 src.append(f"{ind}p{d} = i{d}")
             elif d > n_red:

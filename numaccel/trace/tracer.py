@@ -312,14 +312,13 @@ class TraceState:
         if nid not in self.mask_counts:
             if self.segmented and self.graph.nodes[nid].op != "input":
                 # peek would compute the mask's whole dependency cone a second time, in
-                # NumPy, on every call; cutting the segment here computes it once
+                # NumPy, on every call; cutting the segment here computes it once (the
+                # mask becomes an input of the next segment: a new node id)
                 value = self.materialize([mask])[0]
                 nid = mask._nid
-                n = int(np.count_nonzero(value))
-                self.mask_counts[nid] = self.new_unbacked(n)
-                return self.mask_counts[nid]
-            n = int(np.count_nonzero(self.peek(mask)))
-            self.mask_counts[nid] = self.new_unbacked(n)
+            else:
+                value = self.peek(mask)
+            self.mask_counts[nid] = self.new_unbacked(int(np.count_nonzero(value)))
         return self.mask_counts[nid]
 
     def new_unbacked(self, hint_value: int) -> Sym:
