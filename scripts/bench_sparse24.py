@@ -13,8 +13,9 @@ load from other processes hits all columns alike; medians of ``--repeats`` runs.
 the crossover table that ``numaccel.sparse.dispatch`` uses and rewrites
 ``numaccel/sparse/_dispatch_table.py`` (or ``--out table.json``, to be used through
 ``NUMACCEL_SPARSE24_TABLE``). Re-run it on a new machine, on a quiet one with the default
-``--clock wall``; on a loaded (shared) one ``--clock cpu`` times a single thread's CPU time
-instead, which other processes' load does not inflate.
+``--clock wall``; on a loaded (shared) one ``--clock cpu`` runs everything on one thread
+(Numba and BLAS) and times the process's CPU time instead, which other processes' load
+inflates far less than wall time (it still counts cache and frequency effects).
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def side_by_side(shapes, dtypes, batches, repeats, clock):
     rows = []
     threads = 1 if clock == "cpu" else __import__("numba").get_num_threads()
     print(f"BLAS: {blas_info()}; threads: {threads}; clock: {clock}; "
-          f"AVX-512 expand kernel: {kern.HAVE_EXPAND}; dispatch table clock: "
+          f"AVX-512 permute kernel: {kern.HAVE_AVX512}; dispatch table clock: "
           f"{dispatch.load_table().get('clock', '-')}")
     hdr = (f"{'layer':>12} {'dtype':>8} {'batch':>5} | {'dense f32 ms':>12} "
            f"{'sparse ms':>10} {'speedup':>7} {'path':>6} | "
@@ -75,8 +76,8 @@ def side_by_side(shapes, dtypes, batches, repeats, clock):
                        "auto": lambda x=x, s=s: linear(x, s)}
                 x32 = np.ascontiguousarray(xd)
                 for kname in kern.KERNELS:
-                    if kname == "expand" and (not kern.HAVE_EXPAND or n > 64):
-                        continue          # the expand kernel is for few rows only
+                    if kname == "permute" and (not kern.HAVE_AVX512 or n > 64):
+                        continue          # the permute kernel is for few rows only
                     fns[kname] = (lambda kname=kname, x32=x32, s=s:
                                   kern.linear(x32, s.values, s.meta, s.shape, kname))
                 t = medians(fns, repeats if n <= 64 else max(3, repeats // 2), clock)

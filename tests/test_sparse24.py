@@ -249,7 +249,7 @@ def check_close(y, ref, scale, out_dtype):
     assert (err <= tol).all(), f"max err {err.max()} (tol {tol.flat[np.argmax(err - tol)]})"
 
 
-KERNELS = ["expand", "tiled", "dense", "auto"]
+KERNELS = ["permute", "tiled", "dense", "auto"]
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -280,6 +280,33 @@ def test_linear_odd_sizes_float32(kernel, shape, n):
     ref, scale = _ref_and_scale(x, w)
     check_close(linear(x, to_sparse_semi_structured(w), kernel=kernel), ref, scale,
                 np.float32)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [1, 2, 5, 9])
+def test_linear_many_k_blocks(dtype, n):
+    # the permute kernel blocks K (metadata words per block by batch size), takes word
+    # pairs and weight rows in groups of 4: an odd word count per row, several K blocks
+    # (small blocks forced here), and rows in groups, a remainder and a second row block
+    from numaccel.kernels_cpu import sparse24 as kern
+    if not kern.HAVE_AVX512:
+        pytest.skip("the permute kernel needs AVX-512")
+    rng = np.random.default_rng(n)
+    k = 16 * (2 * 5 + 3) - 5
+    for m in (3, 9, 64 + 7):
+        w = rand_24(rng, m, k, dtype)
+        x = rng.standard_normal((n, k)).astype(dtype)
+        ref, scale = _ref_and_scale(x, w)
+        s = to_sparse_semi_structured(w)
+        kv = kern.kernel_view(s.values)
+        xp = np.zeros((n, kv.shape[1] * 2), np.float32)
+        xp[:, :k] = x.astype(np.float32)
+        for wb in (2, 4, 6, 1 << 20):
+            out = np.zeros((n, m), np.float32)
+            kern._linear_permute(kv, s.meta, xp, out, 64, wb)
+            check_close(out, ref, scale, np.float32)
+        check_close(kern.linear(xp[:, :k], s.values, s.meta, s.shape, "permute"), ref,
+                    scale, np.float32)
 
 
 @pytest.mark.parametrize("wdt,xdt,out", [(BF16, np.float32, np.float32),
@@ -361,14 +388,14 @@ def _table(best):
 
 def test_dispatch_follows_table():
     from numaccel.sparse import dispatch
-    t = _table({"1": "expand", "4": "expand", "16": "tiled", "64": "dense"})
+    t = _table({"1": "permute", "4": "permute", "16": "tiled", "64": "dense"})
     assert [dispatch.choose(n, 4096, 4096, np.float32, table=t)
             for n in (1, 3, 4, 15, 16, 63, 64, 1000)] == \
-        ["expand", "expand", "expand", "expand", "tiled", "dense", "dense", "dense"]
+        ["permute", "permute", "permute", "permute", "tiled", "dense", "dense", "dense"]
     # nearest layer by size; bf16 falls back to the float32 entry when not measured
-    assert dispatch.choose(2, 1024, 1024, BF16, table=t) == "expand"
+    assert dispatch.choose(2, 1024, 1024, BF16, table=t) == "permute"
     # above the largest batch at which sparse was measured to win: dense (not measured)
-    t2 = _table({"1": "expand", "8": "dense", "32": "tiled", "128": "dense"})
+    t2 = _table({"1": "permute", "8": "dense", "32": "tiled", "128": "dense"})
     assert [dispatch.choose(n, 4096, 4096, "float32", table=t2)
             for n in (8, 31, 32, 40, 200)] == ["dense", "dense", "tiled", "dense", "dense"]
     assert dispatch.choose(5, 64, 64, "float32", table={"entries": []}) == "dense"
@@ -431,3 +458,24 @@ def test_linear_24_op_ref_infer_decompose_and_kernel():
     with pytest.raises(ValueError, match="needs values"):
         op.infer([AVal((2, 35), np.float32), AVal((9, 8), np.float32),
                   AVal(s.meta.shape, np.uint16)], shape=s.shape)
+
+
+def test_cpu_clock_counts_numba_worker_threads():
+    # the calibration's "cpu" clock must see work done on Numba's worker threads (a
+    # parallel region runs there even with one thread): CPU time against CPU time, so
+    # other processes' load does not matter
+    import numba
+
+    from numaccel.sparse import dispatch
+
+    def work(a):
+        s = 0.0
+        for i in numba.prange(a.size):
+            s += np.sin(a[i])
+        return s
+
+    par = numba.njit(parallel=True)(work)
+    ser = numba.njit(work)
+    a = np.linspace(0, 1, 1 << 21)
+    t = dispatch.median_times({"par": lambda: par(a), "ser": lambda: ser(a)}, 3, "cpu")
+    assert t["par"] > 0.3 * t["ser"], t

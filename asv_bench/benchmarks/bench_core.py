@@ -129,10 +129,16 @@ def max_abs_dev(x):
     return np.abs(x - x.mean(axis=0)).max(axis=0)
 
 
+def standardize_columns(x):
+    # column reductions (var/std decompose into two fused passes)
+    return (x - x.mean(axis=0)) / x.std(axis=0)
+
+
 class Reductions:
     """Reductions with their elementwise producers, 4096x1024 float32."""
 
-    params = [["row_sumsq", "global_norm", "max_abs_dev"], ["numpy", "numaccel"]]
+    params = [["row_sumsq", "global_norm", "max_abs_dev", "standardize_columns"],
+              ["numpy", "numaccel"]]
     param_names = ["kernel", "impl"]
 
     def setup(self, kernel, impl):

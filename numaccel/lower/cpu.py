@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends import Backend, register_backend
+from ..backends import Backend, find_kernel, kernels_of, register_backend
 from ..config import config, log
 from ..graph import Graph
 from ..interp import _scalar_value
 from ..ops import get_op
 from ..trace.symbolic import has_sym, resolve
-from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, buffer_args, flat_or_copy,
-                          flat_view, load_source, map_source, red_ufunc, reduce_source)
+from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, block_count, buffer_args,
+                          colreduce_source, flat_or_copy, flat_view, load_source, map_source,
+                          red_ufunc, reduce_source)
 from .cpu_wrapper import CompiledWrapper, Unsupported
 from .cpu_rows import RowStep
 from .cpu_threads import launch
-from .passes import fuse, simplify
+from .passes import decompose, fuse, simplify
 from .rows import boundary, row_groups
 
 # ------------------------------------------------------------------------------ the wrapper
@@ -112,7 +113,16 @@ class MapStep:
         args += [_scalar_arg(vals[i], self.graph.nodes[i].aval.dtype) for i in self.scalars]
         args += buffer_args(ops[n_in:])
         m = self._mod(len(dims), patterns)
-        launch(m.kernel, args + dims, dims[0], size)
+        fixup = getattr(m, "fixup", None)
+        if fixup is None:
+            launch(m.kernel, args + dims, dims[0], size)
+            return
+        # float32 sin/cos/tan (cpu_codegen.map_source): the launch runs over blocks of
+        # rows, each flagging arguments beyond the fast path; flagged blocks run again
+        flags = _empty(block_count(dims), np.int32)
+        launch(m.kernel, args + dims + [flags], flags.size, size)
+        if flags.any():
+            launch(fixup, args + dims + [flags], flags.size, size)
 
 
 class ReduceStep:
@@ -162,7 +172,11 @@ class ReduceStep:
         kshape = tuple(shape[d] for d in kept)
         count = float(red_size)
         total = int(np.prod(shape))
-        if kept:
+        # (a reduced dim 0 of one row is a copy: the row kernel splits its kept dims)
+        if kept and axes and kept[-1] == nd - 1 and max(axes) < kept[0] and total and \
+                shape[0] > 1:
+            out = self._columns(arrs, shape, len(axes), sargs, count, uf, dt)
+        elif kept:
             out = _empty(kshape, dt)
             if out.size:
                 self._call(len(kept), args, sargs, _bits(out), count, total)
@@ -171,6 +185,32 @@ class ReduceStep:
         if node.attrs.get("keepdims"):
             out = out.reshape(tuple(1 if d in axes else shape[d] for d in range(nd)))
         vals[self.out] = out[()] if out.ndim == 0 else out
+
+    def _columns(self, arrs, shape, n_red, sargs, count, uf, dt):
+        """Leading dims reduced, the last kept: see ``colreduce_source``."""
+        views = [flat_or_copy(_bits(np.broadcast_to(a, shape))) for a in arrs]
+        patterns = tuple(_pattern(st) for _, st in views)
+        key = (len(shape), "col", n_red, patterns)
+        m = self.mods.get(key)
+        if m is None:
+            src, _, _, acc = colreduce_source(self.graph, self.k, len(shape), n_red, patterns)
+            m = self.mods[key] = (load_source(src), acc)
+        mod, acc = m
+        total = int(np.prod(shape))
+        kshape = shape[n_red:]
+        # chunks of dim 0 by size only (not by thread count): the same shape always sums
+        # in the same order
+        pmin = config.parallel_min
+        nchunks = max(1, min(8, shape[0], total // pmin)) if total >= pmin else 1
+        part = _empty((nchunks, int(np.prod(kshape))), acc)   # the kernel initialises it
+        launch(mod.kernel, [*buffer_args(views), *sargs, part, nchunks, *shape], nchunks,
+               total)
+        comb = getattr(np, uf)
+        r = comb.reduce(part, axis=0) if nchunks > 1 else part[0]
+        if self.node.op == "mean":
+            with np.errstate(invalid="ignore", divide="ignore"):
+                r = r / count
+        return np.asarray(r).astype(dt, copy=False).reshape(kshape)
 
     def _full(self, args, sargs, shape, count, uf, dt):
         nd = len(shape)
@@ -211,6 +251,7 @@ class NumpyStep:
         self.ref = get_op(n.op).ref
         self.inputs = n.inputs
         self.sym = has_sym(n.attrs)
+        self.kernels = bool(kernels_of(n.op))
         if n.op == "einsum" and len(n.inputs) == 2 and n.aval.dtype.kind == "f" and \
                 n.aval.dtype.name not in ("float16", "bfloat16"):
             plan = matmul_plan(n.attrs["subscripts"])
@@ -222,7 +263,14 @@ class NumpyStep:
     def __call__(self, vals, env):
         n = self.n
         attrs = _resolve(n.attrs, env) if self.sym else n.attrs
-        vals[n.id] = self.ref(*[vals[i] for i in self.inputs], **attrs)
+        args = [vals[i] for i in self.inputs]
+        fn = self.ref
+        if self.kernels:
+            # a hand-written kernel registered for this op (register_kernel), when it
+            # supports these inputs; the op's reference otherwise
+            k = find_kernel(n.op, "cpu", *args, **attrs)
+            fn = k.fn if k is not None else fn
+        vals[n.id] = fn(*args, **attrs)
 
 
 
@@ -303,7 +351,7 @@ class CompiledGraph:
     in place into buffers that are dead after a step (scatter of a time-loop step)."""
 
     def __init__(self, graph: Graph):
-        self.graph = g = simplify(graph)
+        self.graph = g = simplify(decompose(graph))
         kinds, mat, kernels = fuse(g)
         groups = row_groups(g, kinds, kernels)
         for _ in range(3):

@@ -138,15 +138,26 @@ def _store(expr, dt):
     return expr
 
 
-def _body(graph, k, operand_names, idx, indent, prefix="v"):
+def _body(graph, k, operand_names, idx, indent, prefix="v", **kw):
     """Statements computing every node of kernel ``k`` at index ``idx`` (locals named
     ``<prefix><j>``)."""
-    return body_lines(graph, k.nodes, operand_names, indent, prefix)
+    return body_lines(graph, k.nodes, operand_names, indent, prefix, **kw)
 
 
-def body_lines(graph, nodes, operand_names, indent, prefix="v"):
+_FAST_TRIG = ("sin", "cos", "tan")
+# elements per block of a map kernel with float32 trig (whole rows of dim 0, at least
+# one): big enough for the vectorized loop, small enough that a rare big argument
+# costs its block, not the array, a second pass
+_BLOCK = 8192
+
+
+def body_lines(graph, nodes, operand_names, indent, prefix="v", trig=None,
+               fast=False):
     """Statements computing elementwise ``nodes`` (topological order) from the operand
-    expressions in ``operand_names``; returns (lines, names by node id)."""
+    expressions in ``operand_names``; returns (lines, names by node id).
+
+    ``trig``: a list that gets the argument of every float32 sin/cos/tan; with
+    ``fast=True`` those call the ``_fast`` variants (see ``map_source``)."""
     # names are positional, so identical bodies (e.g. the steps of a time loop) render
     # to identical sources and share one compiled kernel
     lines, names = [], dict(operand_names)
@@ -155,6 +166,10 @@ def body_lines(graph, nodes, operand_names, indent, prefix="v"):
         args = [names[i] for i in n.inputs]
         dts = [graph.nodes[i].aval.dtype for i in n.inputs]
         expr = _small_power(graph, n, args, dts) or render(n, args, dts)
+        if trig is not None and n.op in _FAST_TRIG and f"{n.op}_f32(" in expr:
+            trig.append(cast(args[0], dts[0], n.aval.dtype))     # as the call gets it
+            if fast:
+                expr = expr.replace(f"{n.op}_f32(", f"{n.op}_fast_f32(")
         dn = n.aval.dtype.name
         if dn in NARROW:
             # NumPy rounds every float16/bfloat16 op result to its dtype: so do we
@@ -228,25 +243,97 @@ def map_source(graph, k, rank, patterns):
     params += [f"s{j}" for j in range(len(scalars))]
     for nm in names[len(arrays):]:
         params += [nm] + [f"{nm}s{d}" for d in range(rank)]
-    params += [f"n{d}" for d in range(rank)] + ["lo", "hi"]
-    src = [_PRELUDE, KERNEL_DECORATOR, f"def kernel({', '.join(params)}):"]
-    ind = "    "
-    for d in range(rank):
-        rng = "lo, hi" if d == 0 else f"n{d}"
-        src.append(f"{ind}for i{d} in range({rng}):")
-        ind += "    "
-        src.append(f"{ind}j{d} = np.uint64(i{d})")
-        if d < rank - 1:
-            for nm in names:
-                prev = f"{nm}b{d - 1} + " if d else ""
-                src.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
-    body, out_names = _body(graph, k, exprs, "", ind)
-    src += body
-    for j, r in enumerate(outs):
-        o = _offset(f"out{j}", rank, patterns[len(arrays) + j], rank - 1)
-        src.append(f"{ind}out{j}[{o}] = {_store(out_names[r], graph.nodes[r].aval.dtype)}")
-    src.append("")
+    params += [f"n{d}" for d in range(rank)]
+
+    def nest(ind, first):
+        """The loop nest; dim 0 over ``first`` ("range": rows ``[lo, hi)``, or "block":
+        the rows ``b * bs`` .. of block ``b``)."""
+        lines = []
+        for d in range(rank):
+            if d == 0:
+                lim = "b * bs, min(n0, b * bs + bs)" if first == "block" else "lo, hi"
+            else:
+                lim = f"n{d}"
+            lines.append(f"{ind}for i{d} in range({lim}):")
+            ind += "    "
+            lines.append(f"{ind}j{d} = np.uint64(i{d})")
+            if d < rank - 1:
+                for nm in names:
+                    prev = f"{nm}b{d - 1} + " if d else ""
+                    lines.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
+        return lines, ind
+
+    def stores(out_names, ind):
+        return [f"{ind}out{j}[{_offset(f'out{j}', rank, patterns[len(arrays) + j], rank - 1)}]"
+                f" = {_store(out_names[r], graph.nodes[r].aval.dtype)}"
+                for j, r in enumerate(outs)]
+
+    trig = []
+    if rank:
+        _body(graph, k, exprs, "", "", trig=trig)
+    if not trig:
+        src = [_PRELUDE, KERNEL_DECORATOR, f"def kernel({', '.join(params + ['lo', 'hi'])}):"]
+        lines, ind = nest("    ", "range")
+        body, out_names = _body(graph, k, exprs, "", ind)
+        return "\n".join(src + lines + body + stores(out_names, ind) + [""]), arrays, scalars
+    # float32 sin/cos/tan: the fast variants (wrong only for finite |x| >
+    # mathlib_trig.TRIG_FAST_MAX_F32) in the vectorized loop. The launch runs over blocks
+    # ``[lo, hi)`` of ~_BLOCK elements (``block_count``) that each OR a flag of such
+    # arguments into a local int32 (an int64 would halve the vector width) and store it
+    # in ``flags[b]``; the caller runs ``fixup`` over the same blocks when any is set
+    src = [_PRELUDE, KERNEL_DECORATOR,
+           f"def kernel({', '.join(params + ['flags', 'lo', 'hi'])}):",
+           f"    {_block_rows(rank)}",
+           "    for b in range(lo, hi):",
+           "        nbig = np.int32(0)"]
+    lines, ind = nest("        ", "block")
+    body, out_names = _body(graph, k, exprs, "", ind, trig=[], fast=True)
+    src += lines + body + [f"{ind}nbig = np.int32(nbig | {_big(trig)})"]
+    src += stores(out_names, ind)
+    src += ["        flags[b] = nbig", ""]
+    src += _fixup_source(graph, k, exprs, params, trig, rank, nest, stores)
     return "\n".join(src), arrays, scalars
+
+
+def _block_rows(rank):
+    """``bs = `` rows of dim 0 per block (at least one): a kernel's and its fixup's."""
+    inner = " * ".join(f"n{d}" for d in range(1, rank)) or "1"
+    return f"bs = max(1, {_BLOCK} // max(1, {inner}))"
+
+
+def block_count(dims) -> int:
+    """Blocks of a float32-trig map kernel over ``dims`` (as ``_block_rows``)."""
+    inner = 1
+    for n in dims[1:]:
+        inner *= int(n)
+    bs = max(1, _BLOCK // max(1, inner))
+    return (int(dims[0]) + bs - 1) // bs
+
+
+def _big(trig):
+    """1 where a float32 trig argument needs the all-range functions."""
+    return " | ".join(f"trig_big_f32({t})" for t in dict.fromkeys(trig))
+
+
+def _fixup_source(graph, k, exprs, params, trig, rank, nest, stores):
+    """``fixup(..., flags, lo, hi)``: the blocks in ``[lo, hi)`` of a map kernel flagged
+    by its fast loop again, with the all-range float32 sin/cos/tan, storing the elements
+    where a trig argument was beyond the fast path.
+
+    Recomputing is sound because a map kernel never reads a buffer it writes (cpu.py: a
+    kernel writes in place only into a buffer none of its operands view). A function of
+    its own, compiled only when some call meets a big argument: the inlined Payne-Hanek
+    reduction is most of a kernel's compile time (a call from the kernel would compile
+    it with the kernel)."""
+    src = [KERNEL_DECORATOR,
+           f"def fixup({', '.join(params + ['flags', 'lo', 'hi'])}):",
+           f"    {_block_rows(rank)}",
+           "    for b in range(lo, hi):",
+           "        if flags[b]:"]
+    lines, ind = nest("            ", "block")
+    body, out_names = _body(graph, k, exprs, "", ind)
+    return src + lines + body + [f"{ind}if {_big(trig)}:"] + \
+        stores(out_names, ind + "    ") + [""]
 
 
 def flat_view(a):
@@ -337,11 +424,22 @@ def acc_comb(uf, acc, x) -> str:
             "minimum": f"{x} if ({x} < {acc} or {x} != {x}) else {acc}"}[uf]
 
 
-def reduce_source(graph, k, rank, n_kept, patterns):
-    """Loops over kept dims (outer; the first over ``[lo, hi)``) and reduced dims (inner,
-    accumulating); operands are flat buffers with unsigned strides, as in
-    ``map_source``. A full reduction (``n_kept == 0``) stores one partial per index of
-    dim 0 (in ``[lo, hi)``), which the wrapper combines."""
+def _level(names, rank, d, ind):
+    """Inside the loop over dim ``d``: its index as uint64 and each operand's base offset
+    (``{name}b{d}``) for the dims below."""
+    lines = [f"{ind}j{d} = np.uint64(i{d})"]
+    if d < rank - 1:
+        for nm in names:
+            prev = f"{nm}b{d - 1} + " if d else ""
+            lines.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
+    return lines
+
+
+def _reduce_setup(graph, k, rank, patterns, extra):
+    """What both reduction sources start from: the node, its source, operand
+    expressions, accumulator dtype and ufunc, and the kernel parameters (operand buffers
+    and strides, scalars, ``out``, ``extra``, the dims, and the range ``lo, hi`` of the
+    outermost loop that a launch runs)."""
     red = graph.nodes[k.root]
     src_node = graph.nodes[red.inputs[0]]
     exprs, arrays, scalars = _operand_exprs(graph, k, "")
@@ -349,21 +447,25 @@ def reduce_source(graph, k, rank, n_kept, patterns):
     for j, nid in enumerate(arrays):
         inner = _offset(f"a{j}", rank, patterns[j], rank - 1)
         exprs[nid] = _load(f"a{j}", graph.nodes[nid].aval.dtype, f"[{inner}]")
-    acc_dt = _acc_dtype(red, src_node.aval.dtype)
-    uf = red_ufunc(red)
     params = []
     for nm in names:
         params += [nm] + [f"{nm}s{d}" for d in range(rank)]
-    params += [f"s{j}" for j in range(len(scalars))] + ["out", "count"] + \
+    params += [f"s{j}" for j in range(len(scalars))] + ["out", extra] + \
         [f"n{d}" for d in range(rank)] + ["lo", "hi"]
+    return (red, src_node, exprs, arrays, scalars, names,
+            _acc_dtype(red, src_node.aval.dtype), red_ufunc(red), params)
+
+
+def reduce_source(graph, k, rank, n_kept, patterns):
+    """Loops over kept dims (outer; the first over ``[lo, hi)``) and reduced dims (inner,
+    accumulating); operands are flat buffers with unsigned strides, as in
+    ``map_source``. A full reduction (``n_kept == 0``) stores one partial per index of
+    dim 0 (in ``[lo, hi)``), which the wrapper combines."""
+    red, src_node, exprs, arrays, scalars, names, acc_dt, uf, params = _reduce_setup(
+        graph, k, rank, patterns, "count")
 
     def level(d, ind):
-        lines = [f"{ind}j{d} = np.uint64(i{d})"]
-        if d < rank - 1:
-            for nm in names:
-                prev = f"{nm}b{d - 1} + " if d else ""
-                lines.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
-        return lines
+        return _level(names, rank, d, ind)
     out_idx = "[" + ", ".join(f"i{d}" for d in range(n_kept)) + "]" if n_kept else "[p]"
     src = [_PRELUDE, KERNEL_DECORATOR, f"def kernel({', '.join(params)}):"]
     ind = "    "
@@ -397,5 +499,40 @@ def reduce_source(graph, k, rank, n_kept, patterns):
     store = f"np.{reg_dtype(red.aval.dtype) if red.aval.dtype.kind != 'b' else 'bool_'}" \
             f"({res})" if n_kept else res
     src.append(f"{ind}out{out_idx} = {_store(store, red.aval.dtype) if n_kept else store}")
+    src.append("")
+    return "\n".join(src), arrays, scalars, acc_dt
+
+
+def colreduce_source(graph, k, rank, n_red, patterns):
+    """A reduction over leading dims that keeps the last (``x.sum(axis=0)`` of a C array):
+    dims ``0 .. n_red - 1`` are reduced, the rest kept, and the kept dims are the inner
+    loops, so that the innermost loop runs along contiguous memory and the accumulators
+    ``out[c, p]`` (flat kept index ``p``) vectorize. With the reduced dims inner (the
+    ``reduce_source`` order) every element would be a strided load, one cache line per
+    element. Chunk ``c`` of ``nchunks`` accumulates rows ``[c n0 / nchunks, (c + 1) n0 /
+    nchunks)`` of dim 0 into its own row of ``out``, starting from the ufunc's identity;
+    the wrapper combines the chunks in order, so the result does not depend on threads.
+    A launch runs chunks ``[lo, hi)``."""
+    red, src_node, exprs, arrays, scalars, names, acc_dt, uf, params = _reduce_setup(
+        graph, k, rank, patterns, "nchunks")
+    src = [_PRELUDE, KERNEL_DECORATOR, f"def kernel({', '.join(params)}):",
+           "    for c in range(lo, hi):",
+           "        o = out[c]",
+           "        for p in range(o.shape[0]):",
+           f"            o[p] = {acc_init(uf, acc_dt)}"]
+    ind = "        "
+    for d in range(rank):
+        lo_hi = "c * n0 // nchunks, (c + 1) * n0 // nchunks" if d == 0 else f"n{d}"
+        src.append(f"{ind}for i{d} in range({lo_hi}):")
+        ind += "    "
+        src += _level(names, rank, d, ind)
+        if d == n_red:
+            src.append(f"{ind}p{d} = i{d}")
+        elif d > n_red:
+            src.append(f"{ind}p{d} = p{d - 1} * n{d} + i{d}")
+    body, vnames = _body(graph, k, exprs, "", ind)
+    src += body
+    src.append(f"{ind}x = {acc_cast(vnames[src_node.id], acc_dt)}")
+    src.append(f"{ind}o[p{rank - 1}] = {acc_comb(uf, f'o[p{rank - 1}]', 'x')}")
     src.append("")
     return "\n".join(src), arrays, scalars, acc_dt

@@ -45,9 +45,9 @@ log         1        1
 log2        1        1
 log10       1        1
 log1p       2.5      1.5
-sin         1        1        whole range, no fallback (see below)
-cos         1        1        whole range, no fallback (see below)
-tan         1        2.5      whole range
+sin         1        1        whole range (float32: two paths, see below)
+cos         1        1        whole range (float32: two paths, see below)
+tan         1.5      2.5      whole range
 tanh        3        3
 sinh        2.5      2.5
 cosh        2        2
@@ -80,7 +80,16 @@ expanded into multiplications by the renderer.
 Compile cost: ``inline="always"`` is Numba-IR inlining (LLVM does not inline across Numba
 dispatchers, and an out-of-line call would stop vectorization), so each call site adds
 roughly 0.2 s (exp, log) to 1.2 s (float64 power) of CPU compile time; cache the kernels.
-float32 sin/cos/tan/erf/power/cbrt/arc*h run in float64 (8 lanes per zmm, not 16).
+float32 erf/power/cbrt/arc*h run in float64 (8 lanes per zmm, not 16).
+
+float32 sin/cos/tan compute in float32 (16 lanes): a float32 Cody-Waite reduction for |x|
+<= ``mathlib_trig.TRIG_FAST_MAX_F32`` (2^18), the Payne-Hanek above. Measured over every
+finite float32 (``scripts/check_trig_f32.py``): sin 0.88, cos 0.80, tan 1.11 ulp;
+NumPy's own float32 results differ from these by at most 2, 2 and 4 ulp (its tan is ~3.6
+ulp off). ``sin_f32`` computes both reductions in every lane (a select, ~5x the cost of the
+fast path), so map kernels call ``sin_fast_f32`` (bit-identical up to the bound, wrong
+above it) in their vectorized loop with a per-block flag from ``trig_big_f32``, and rerun
+only the flagged blocks with ``sin_f32`` (``cpu_codegen.map_source``).
 
 Example::
 
@@ -119,6 +128,10 @@ LOCATION: dict[str, str] = {f"{base}_{sfx}": f"numaccel.lower.{mod}"
                             for mod, bases in _HOME.items() for base in bases
                             for sfx in ("f32", "f64")}
 LOCATION.update({name: "numaccel.lower.mathlib_core" for name in _CORE})
+# float32 sin/cos/tan valid up to mathlib_trig.TRIG_FAST_MAX_F32, and the predicate of
+# the arguments they get wrong: map kernels' fast loop + fix-up loop (cpu_codegen)
+LOCATION.update({f"{b}_f32": "numaccel.lower.mathlib_trig"
+                 for b in ("sin_fast", "cos_fast", "tan_fast", "trig_big")})
 
 __all__ = [
     "MATH_FUNCS",
@@ -175,7 +188,7 @@ def __dir__():
 #: Error bounds in ulp checked by the tests (the table in the module docstring).
 MAX_ULP: dict[str, dict[str, float]] = {
     "exp": (1, 1), "exp2": (1, 1), "expm1": (2, 2), "log": (1, 1), "log2": (1, 1),
-    "log10": (1, 1), "log1p": (2.5, 1.5), "sin": (1, 1), "cos": (1, 1), "tan": (1, 2.5),
+    "log10": (1, 1), "log1p": (2.5, 1.5), "sin": (1, 1), "cos": (1, 1), "tan": (1.5, 2.5),
     "tanh": (3, 3), "sinh": (2.5, 2.5), "cosh": (2, 2), "sigmoid": (3, 3),
     "arctan": (1.5, 1.5), "arcsin": (2.5, 2.5), "arccos": (2.5, 2.5), "arctan2": (2, 2),
     "erf": (1, 2.5), "power": (1, 2), "cbrt": (1, 1), "arcsinh": (1, 3), "arccosh": (1, 3),

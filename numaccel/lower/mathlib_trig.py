@@ -7,8 +7,14 @@ float64, 28-bit chunks for float32), so the quadrant and the reduced argument (a
 double-double) are exact up to ~2^-100 for every finite x. For float64, LLVM turns the table
 loads into gathers; float32 needs only 212 bits of 2/pi, so it cuts its three chunks out of
 four 64-bit words with selects and vector shifts (no gathers). There is no scalar fallback
-path at all. float32 runs the reduction and the polynomial in float64 (the result is then
-correctly rounded in practice).
+path at all.
+
+float32 computes in float32 (16 lanes per zmm, not 8): |x| <= TRIG_FAST_MAX_F32 (2^18)
+reduces by a float32 Cody-Waite to a double-float argument, larger x by the Payne-Hanek
+above (in float64, then split into a float32 pair); both feed the same float32 sin/cos
+kernels. ``sin_f32`` selects between the two reductions per lane (so it computes both);
+``sin_fast_f32`` & co. have only the Cody-Waite, and ``trig_big_f32`` tells where they do
+not apply (map kernels: a fast main loop, then a fix-up of the flagged blocks).
 
 Example::
 
@@ -23,6 +29,8 @@ Example::
 # (x != x is the NaN test, and "a if a > b else b" is not max(): the select order decides
 # which NaN or signed zero comes out, so both are written out on purpose)
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numba
 import numpy as np
@@ -99,8 +107,6 @@ _PIO4 = 0.7853981633974483
 
 _s64 = tuple(np.float64(c) for c in _SIN_F64)
 _c64 = tuple(np.float64(c) for c in _COS_F64)
-_s32 = tuple(np.float64(c) for c in _SIN_F32)
-_c32 = tuple(np.float64(c) for c in _COS_F32)
 _ONE, _HALF, _ZERO, _QUARTER, _FOUR = (np.float64(1.0), np.float64(0.5), np.float64(0.0),
                                        np.float64(0.25), np.float64(4.0))
 _DOWN = np.float64(2.0 ** -256)
@@ -256,54 +262,167 @@ def reduce_f32(x):
     return q, (-r if neg else r)
 
 
+# float32, |x| <= TRIG_FAST_MAX_F32: Cody-Waite in float32 lanes (16 per zmm). j*C1 is
+# exact inside the fma and x - j*C1 is a multiple of 2^-24 below 1, so a is exact; a - j*C2
+# is kept as a double-float (two_prod + an exact two-sum), C3 and the rounding errors go to
+# the low part. Measured over every float32 below 2^18: sin 0.88, cos 0.79, tan 1.06 ulp.
+# Above the bound the error grows (j*C2's rounding, the tail of pi/2 beyond C3), so the
+# all-range functions switch to reduce_f32 there.
+# Cost model: a zmm loop is bound by its float adds/muls/fmas (one port on client Intel
+# cores, where compares, blends and logic go to another), so the code below spends those
+# sparingly: no renormalization of (rh, rl), blends to order the two-sum, the quadrant
+# from an integer conversion, both kernels' corrections from shared products.
+TRIG_FAST_MAX_F32 = np.float32(2.0 ** 18)
+_PIO2_X = Fraction(_PIO2_HI) + Fraction(_PIO2_LO)          # pi/2 to ~2^-107
+_C1 = np.float32(_PIO2_HI)
+_C2 = np.float32(float(_PIO2_X - Fraction(float(_C1))))
+_C3 = np.float32(float(_PIO2_X - Fraction(float(_C1)) - Fraction(float(_C2))))
+_TOPI_F32 = np.float32(0.6366197723675814)
+_s32 = tuple(np.float32(c) for c in _SIN_F32)
+_c32 = tuple(np.float32(c) for c in _COS_F32)
+_Z32, _H32, _ONE32 = np.float32(0), np.float32(0.5), np.float32(1)
+_INF32 = np.float32(np.inf)
+_JMAX = np.float32(2.0 ** 24)
+_I1, _I2 = np.int32(1), np.int32(2)
+
+
+@numba.njit(inline="always")
+def _red_fast32(x):
+    """float32 |x| <= TRIG_FAST_MAX_F32 -> (j, rh, rl): x = j pi/2 + rh + rl, float32,
+    |rl| below ~ulp(rh) + 2^-31 (not renormalized: the kernels only need it small)."""
+    j = rint(x * _TOPI_F32)
+    a = fma(-j, _C1, x)
+    p, pe = two_prod(j, _C2)
+    # a - p exactly as s + e: a fast two-sum with the larger operand first (selects
+    # instead of Knuth's branch-free two-sum, which costs three more additions)
+    mp = -p
+    sw = abs(a) < abs(p)
+    u = mp if sw else a
+    v = a if sw else mp
+    s = u + v
+    e = v - (s - u)
+    return j, s, fma(-j, _C3, e - pe)
+
+
+@numba.njit(inline="always")
+def _red_huge32(x):
+    """Any finite float32 |x| > pi/4 -> (j, rh, rl) as _red_fast32 (j = quadrant 0..3)."""
+    q, r = reduce_f32(x)
+    rh = np.float32(r)
+    return np.float32(q), rh, np.float32(r - np.float64(rh))
+
+
 @numba.njit(inline="always")
 def _arg32(x):
-    small = abs(x) <= np.float32(_PIO4)
-    xr = np.float32(0) if small else x
-    q, r = reduce_f32(xr)
-    q = _ZERO if small else q
-    r = np.float64(x) if small else r
-    return np.int64(q), r
+    # a select: both reductions run in every lane, ~5x the cost of the fast path alone
+    # (so map kernels call the _fast functions in their main loop, see trig_big_f32)
+    big = abs(x) > TRIG_FAST_MAX_F32
+    j, rh, rl = _red_fast32(_Z32 if big else x)
+    jb, rhb, rlb = _red_huge32(x if big else _Z32)
+    return (jb if big else j), (rhb if big else rh), (rlb if big else rl)
 
 
 @numba.njit(inline="always")
-def _sin_k32(r):
-    z = r * r
-    return fma(z * r, poly(z, _s32), r)
+def _kernels32(rh, rl):
+    """(sin hi, sin lo, cos hi, cos lo) of rh + rl, |rh| <~ pi/4, |rl| << |rh|.
+
+    sin = rh + rh z P(z) + rl (1 - z/2); cos = w + (1 - rh^2/2 - w) + z^2 Q(z) - rh rl,
+    with w = 1 - rh^2/2 rounded once (an fma of the exact half, hrh) and its rounding
+    error recovered by a second fma (1 - w is exact: w lies in [0.69, 1])."""
+    z = rh * rh
+    hrh = _H32 * rh
+    t = rh * rl
+    sl = fma(rh * z, poly(z, _s32), fma(-hrh, t, rl))
+    w = fma(-hrh, rh, _ONE32)
+    werr = fma(-hrh, rh, _ONE32 - w)
+    cl = fma(z * z, poly(z, _c32), werr - t)
+    return rh, sl, w, cl
 
 
 @numba.njit(inline="always")
-def _cos_k32(r):
-    z = r * r
-    return fma(z * z, poly(z, _c32), _ONE - _HALF * z)
+def _quadrant(j):
+    """j mod 4 as an int32 (any float j: NaN and huge values give 0, never an undefined
+    conversion; their results are NaN or unused anyway)."""
+    return np.int32(j if abs(j) < _JMAX else _Z32)
+
+
+@numba.njit(inline="always")
+def _sin32(x, j, rh, rl):
+    s, sl, c, cl = _kernels32(rh, rl)
+    q = _quadrant(j)
+    odd = (q & _I1) != 0
+    v = (c if odd else s) + (cl if odd else sl)
+    v = -v if (q & _I2) != 0 else v
+    v = x if x == _Z32 else v                         # keeps -0
+    return v if abs(x) < _INF32 else _NAN32
+
+
+@numba.njit(inline="always")
+def _cos32(x, j, rh, rl):
+    s, sl, c, cl = _kernels32(rh, rl)
+    q = _quadrant(j)
+    odd = (q & _I1) != 0
+    v = (s if odd else c) + (sl if odd else cl)
+    v = -v if ((q + _I1) & _I2) != 0 else v
+    return v if abs(x) < _INF32 else _NAN32
+
+
+@numba.njit(inline="always")
+def _tan32(x, j, rh, rl):
+    s, sl, c, cl = _kernels32(rh, rl)
+    odd = (_quadrant(j) & _I1) != 0
+    nh, nl = (-c, -cl) if odd else (s, sl)
+    dh, dl = (s, sl) if odd else (c, cl)
+    # (nh + nl) / (dh + dl): one correction step on the float32 quotient
+    d = dh + dl
+    t = div(nh + nl, d)
+    t = t + div(fma(-t, dh, nh) + fma(-t, dl, nl), d)
+    t = x if x == _Z32 else t
+    return t if abs(x) < _INF32 else _NAN32
 
 
 @numba.njit(inline="always")
 def sin_f32(x):
-    q, r = _arg32(x)
-    s = _sin_k32(r)
-    c = _cos_k32(r)
-    v = c if q & 1 else s
-    v = -v if q & 2 else v
-    v = np.float64(x) if x == np.float32(0) else v
-    return np.float32(v) if abs(x) < np.float32(np.inf) else _NAN32
+    j, rh, rl = _arg32(x)
+    return _sin32(x, j, rh, rl)
 
 
 @numba.njit(inline="always")
 def cos_f32(x):
-    q, r = _arg32(x)
-    s = _sin_k32(r)
-    c = _cos_k32(r)
-    v = s if q & 1 else c
-    v = -v if (q + 1) & 2 else v
-    return np.float32(v) if abs(x) < np.float32(np.inf) else _NAN32
+    j, rh, rl = _arg32(x)
+    return _cos32(x, j, rh, rl)
 
 
 @numba.njit(inline="always")
 def tan_f32(x):
-    q, r = _arg32(x)
-    s = _sin_k32(r)
-    c = _cos_k32(r)
-    v = div(-c, s) if q & 1 else div(s, c)
-    v = np.float64(x) if x == np.float32(0) else v
-    return np.float32(v) if abs(x) < np.float32(np.inf) else _NAN32
+    j, rh, rl = _arg32(x)
+    return _tan32(x, j, rh, rl)
+
+
+# The _fast variants are bit-exact copies of the above for |x| <= TRIG_FAST_MAX_F32 (and
+# for inf/NaN) and wrong above it: a map kernel calls them in its vectorized loop, ORs
+# trig_big_f32 of their arguments into a flag per block, and its caller reruns only the
+# flagged blocks with the all-range functions (cpu_codegen.map_source).
+@numba.njit(inline="always")
+def sin_fast_f32(x):
+    j, rh, rl = _red_fast32(x)
+    return _sin32(x, j, rh, rl)
+
+
+@numba.njit(inline="always")
+def cos_fast_f32(x):
+    j, rh, rl = _red_fast32(x)
+    return _cos32(x, j, rh, rl)
+
+
+@numba.njit(inline="always")
+def tan_fast_f32(x):
+    j, rh, rl = _red_fast32(x)
+    return _tan32(x, j, rh, rl)
+
+
+@numba.njit(inline="always")
+def trig_big_f32(x):
+    """1 where the _fast functions are wrong for argument x (finite, beyond the bound)."""
+    ax = abs(x)
+    return np.int32(1) if (ax > TRIG_FAST_MAX_F32) & (ax < _INF32) else np.int32(0)

@@ -1,4 +1,8 @@
-"""Graph passes before codegen: simplify (CSE + DCE) and fuse (plan kernels).
+"""Graph passes before codegen: decompose, simplify (CSE + DCE) and fuse (plan kernels).
+
+Decompose: var/std become the two passes NumPy's own ``_var`` makes (mean, then the mean
+of squared deviations), so that both fuse into reduction kernels (the deviations are
+never stored) and the caller's standardisation ``(x - mu) / sd`` reuses the mean.
 
 Fusion plan: elementwise nodes the renderer supports are grouped into loop kernels.
 A node gets its own buffer (is *materialized*) when it is an output, is used by
@@ -16,11 +20,82 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..graph import Graph, Node, freeze
+from ..ir import AVal
 from .render import supported
 
 VIEW_OPS = {"getitem", "transpose", "broadcast_to", "reshape", "flip", "real"}
 LEAF_OPS = {"input", "const", "scalar"}
 REDUCE_UFUNCS = {"add", "multiply", "maximum", "minimum", "logical_or", "logical_and"}
+
+
+def _decomposable_var(n: Node, graph: Graph) -> bool:
+    if n.op not in ("var", "std") or {k for k, v in n.attrs.items() if v is not None} - {
+            "axis", "ddof", "keepdims"}:
+        return False        # dtype=, out=, where=, mean=, correction= stay NumPy's
+    src = graph.nodes[n.inputs[0]].aval
+    if src.dtype not in (np.dtype(np.float32), np.dtype(np.float64)) or src.ndim == 0:
+        return False        # ints/f16 (other accumulation dtypes), complex (|d|^2)
+    ddof = n.attrs.get("ddof", 0)
+    if not isinstance(ddof, int):
+        return False
+    if ddof == 0:
+        return True
+    axis = n.attrs.get("axis")
+    red = [src.shape[a] for a in (range(src.ndim) if axis is None else axis)]
+    return all(isinstance(d, int) for d in red)   # count - ddof as a literal
+
+
+def decompose(graph: Graph) -> Graph:
+    """var/std -> mean, subtract, multiply, mean (ddof 0) or add-reduce / (count - ddof),
+    and sqrt: NumPy's two-pass ``_var`` step by step, so results agree to rounding."""
+    if not any(_decomposable_var(n, graph) for n in graph.nodes):
+        return graph
+    g = Graph()
+    remap = {}
+    for n in graph.nodes:
+        inputs = tuple(remap[i] for i in n.inputs)
+        if not _decomposable_var(n, graph):
+            new = g.add(n.op, inputs, n.attrs, n.aval, n.scalar)
+            if n.id in graph.consts:
+                g.consts[new.id] = graph.consts[n.id]
+            remap[n.id] = new.id
+            continue
+        x = inputs[0]
+        src = graph.nodes[n.inputs[0]].aval
+        axis = n.attrs.get("axis")
+        axes = range(src.ndim) if axis is None else axis
+        kshape = tuple(1 if i in axes else d for i, d in enumerate(src.shape))
+        # attrs as the tracer writes a caller's x.mean(axis), so that CSE can merge them
+        ax = {"axis": None if axis is None else tuple(axis), "dtype": None}
+        rax = {} if axis is None else {"axis": tuple(axis)}     # x.sum() has no axis attr
+        keep = bool(n.attrs.get("keepdims", False))
+        vshape = n.aval.shape
+        # the mean as the caller writes it (keepdims=False), so that CSE merges it with
+        # the caller's own x.mean(axis) of a standardisation; a reshape (a view) keeps dims
+        mshape = tuple(d for i, d in enumerate(src.shape) if i not in axes)
+        m0 = g.add("mean", [x], {**ax, "keepdims": False}, AVal(mshape, src.dtype),
+                   not mshape)      # NumPy returns a scalar there, and so did the tracer
+        mu = g.add("reshape", [m0.id], {"shape": kshape}, AVal(kshape, src.dtype))
+        d = g.add("subtract", [x, mu.id], {}, src)
+        sq = g.add("multiply", [d.id, d.id], {}, src)
+        ddof = n.attrs.get("ddof", 0)
+        if ddof == 0:
+            v = g.add("mean", [sq.id], {**ax, "keepdims": keep},
+                      AVal(vshape, src.dtype), n.scalar)
+        else:
+            count = 1
+            for a in axes:
+                count *= src.shape[a]
+            s_ = g.add("ufunc_reduce", [sq.id], {**rax, "keepdims": keep, "ufunc": "add"},
+                       AVal(vshape, src.dtype))
+            c = g.add("scalar", [], {"value": max(count - ddof, 0), "dtype": None,
+                                     "weak": "int"}, AVal((), np.int64, weak="int"))
+            v = g.add("divide", [s_.id, c.id], {}, AVal(vshape, src.dtype), n.scalar)
+        if n.op == "std":
+            v = g.add("sqrt", [v.id], {}, AVal(vshape, src.dtype), n.scalar)
+        remap[n.id] = v.id
+    g.outputs = [remap[i] for i in graph.outputs]
+    return g
 
 
 def simplify(graph: Graph) -> Graph:

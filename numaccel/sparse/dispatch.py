@@ -6,7 +6,7 @@ crossover lies depends on the machine, the dtype and the layer size, so it is *m
 
 - ``calibrate()`` times, for each (dtype, layer shape, batch), the dense product
   ``x @ W.T`` (NumPy/BLAS, float32, on the same pruned weight) and each sparse kernel
-  (``expand``, ``tiled``), interleaving the runs and taking the best of ``repeats`` (or the
+  (``permute``, ``tiled``), interleaving the runs and taking the best of ``repeats`` (or the
   median), and records the fastest path per batch size.
 - ``scripts/bench_sparse24.py --calibrate`` runs it and writes the result to
   ``numaccel/sparse/_dispatch_table.py`` (a plain dict literal, so it ships as code).
@@ -20,7 +20,7 @@ crossover lies depends on the machine, the dtype and the layer size, so it is *m
 Example::
 
     >>> from numaccel.sparse import dispatch
-    >>> dispatch.choose(1, 4096, 4096, "float32") in ("expand", "tiled", "dense")
+    >>> dispatch.choose(1, 4096, 4096, "float32") in ("permute", "tiled", "dense")
     True
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-PATHS = ("expand", "tiled", "dense")
+PATHS = ("permute", "tiled", "dense")
 _TABLE: dict | None = None
 
 
@@ -74,7 +74,7 @@ def save_table(table: dict, path: str) -> None:
 
 
 def choose(n: int, m: int, k: int, dtype, table: dict | None = None) -> str:
-    """``"expand"``, ``"tiled"`` or ``"dense"`` for ``x (n, k) @ W.T`` with W ``(m, k)``.
+    """``"permute"``, ``"tiled"`` or ``"dense"`` for ``x (n, k) @ W.T`` with W ``(m, k)``.
 
     Example::
 
@@ -96,8 +96,8 @@ def _choose(n: int, m: int, k: int, dtype, table: dict) -> str:
     same = [e for e in entries if e["dtype"] == name] or \
         [e for e in entries if e["dtype"] == "float32"]
     if not same or m * k == 0:
-        # never measured: the expand kernel for a single row is memory-bound everywhere
-        return "expand" if n <= 1 else "dense"
+        # never measured: the permute kernel for a single row is memory-bound everywhere
+        return "permute" if n <= 1 else "dense"
     size = math.log(max(m * k, 1))
     e = min(same, key=lambda e: abs(math.log(e["m"] * e["k"]) - size))
     best = e["best"]                         # {batch (str): path}
@@ -115,9 +115,11 @@ def median_times(fns: dict, repeats: int, clock: str = "wall", stat: str = "medi
     interleaved.
 
     ``clock="wall"``: ``perf_counter`` with all threads (what a user sees, on a quiet
-    machine). ``clock="cpu"``: one Numba thread and one BLAS thread, timed with the calling
-    thread's CPU time, so that other processes' load (which preempts threads) does not
-    enter the measurement; the crossover it finds is the single-core one.
+    machine). ``clock="cpu"``: one Numba thread and one BLAS thread, timed with this
+    process's CPU time (all its threads: a Numba parallel region runs on a worker thread
+    even with one thread, so the calling thread's own CPU time would miss the work), so
+    that other processes' load (which preempts threads) does not enter the measurement;
+    the crossover it finds is the single-core one.
     """
     import contextlib
 
@@ -127,7 +129,7 @@ def median_times(fns: dict, repeats: int, clock: str = "wall", stat: str = "medi
     if clock == "cpu":
         import numba
         from threadpoolctl import threadpool_limits
-        timer = time.thread_time
+        timer = time.process_time
         ctx = threadpool_limits(1)
         old_threads = numba.get_num_threads()
         numba.set_num_threads(1)
@@ -188,7 +190,7 @@ def calibrate(shapes: Iterable[tuple] = ((4096, 4096), (4096, 11008)),
                 x = rng.standard_normal((n, k), np.float32)
                 fns = {"dense": lambda x=x, wd=wd: x @ wd.T}
                 for kname in kern.KERNELS:
-                    if (kname == "expand" and not kern.HAVE_EXPAND) or kname in losing:
+                    if (kname == "permute" and not kern.HAVE_AVX512) or kname in losing:
                         continue
                     fns[kname] = (lambda kname=kname, x=x, s=s:
                                   kern.linear(x, s.values, s.meta, s.shape, kname))

@@ -32,7 +32,7 @@ def linear(x: Any, w: SparseSemiStructuredArray, bias: Any | None = None, *,
 
     Products accumulate in float32 (also for float16/bfloat16 inputs) and are rounded
     once to the result dtype (``np.result_type(x.dtype, w.dtype)``). ``kernel``:
-    ``"auto"`` (measured dispatch, see ``numaccel.sparse.dispatch``), ``"expand"``,
+    ``"auto"`` (measured dispatch, see ``numaccel.sparse.dispatch``), ``"permute"``,
     ``"tiled"`` (the sparse kernels) or ``"dense"`` (BLAS on a cached float32 dense copy
     of ``w``, see ``w.release_dense_cache()``).
 
@@ -68,11 +68,11 @@ def linear(x: Any, w: SparseSemiStructuredArray, bias: Any | None = None, *,
     path = dispatch.choose(n, m, k, w.dtype) if kernel == "auto" else kernel
     if path == "dense":
         y = x2 @ w._dense_f32().T
-    elif path in ("expand", "tiled"):
+    elif path in ("permute", "tiled"):
         from numaccel.kernels_cpu import sparse24 as kern
         y = kern.linear(x2, w.values, w.meta, w.shape, path)
     else:
-        raise ValueError(f"unknown kernel {kernel!r}; choose 'auto', 'expand', 'tiled' "
+        raise ValueError(f"unknown kernel {kernel!r}; choose 'auto', 'permute', 'tiled' "
                          "or 'dense'")
     if b is not None:
         y += b

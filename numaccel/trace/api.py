@@ -384,7 +384,7 @@ class Accelerated:
 
     def _trace_and_run1(self, tree, leaves, dyn, segmented):
         st = TraceState(fullgraph=self.fullgraph, run_segment=self._run_segment,
-                        fn_name=self.fn.__qualname__)
+                        fn_name=self.fn.__qualname__, segmented=segmented)
         self.last_trace = st
         sym_of_size, dims_of = {}, []
         with st:

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..ops.prims import normalize_axis
 from .npapi import Unhandled, _ndim, _shape, _st_of, handles
-from .np_create import getitem
+from .np_create import METHODS, getitem
 from .np_shape import concatenate, expand_dims, reshape
 
 
@@ -140,3 +140,17 @@ def pad_modes(array, pad_width, mode="constant", **kwargs):
         if len(parts) > 1:
             a = concatenate(parts, axis=d)
     return a
+
+
+@handles(np.searchsorted)
+def searchsorted(a, v, side="left", sorter=None):
+    if sorter is not None:
+        raise Unhandled("sorter=")
+    if side not in ("left", "right") or _ndim(a) != 1:
+        raise Unhandled("NumPy raises the error")
+    st = _st_of(a, v)
+    a, v = st.lift(a), st.lift(v)
+    return st.op("searchsorted", [a, v], scalar=v.ndim == 0, side=side)
+
+
+METHODS["searchsorted"] = searchsorted      # a.searchsorted(v, side, sorter)

@@ -72,8 +72,13 @@ def aval_of(x) -> AVal:
 
 
 class TraceState:
-    def __init__(self, *, fullgraph: bool, run_segment, fn_name: str = "?"):
+    def __init__(self, *, fullgraph: bool, run_segment, fn_name: str = "?",
+                 segmented: bool = False):
         self.graph = Graph()
+        # a segmented trace re-runs each call: a boolean mask's count is then taken by
+        # running the pending segment (compiled) rather than re-computing the mask in the
+        # reference interpreter (see mask_count)
+        self.segmented = segmented
         self.sigs = []                # per node of self.graph: its structural key (see _add)
         self.input_values = []        # concrete values of the current segment's inputs
         self.guards = []              # (expr, expected, why) recorded by Sym decisions
@@ -305,8 +310,15 @@ class TraceState:
         """The (data-dependent) number of True values of a boolean index."""
         nid = mask._nid
         if nid not in self.mask_counts:
-            n = int(np.count_nonzero(self.peek(mask)))
-            self.mask_counts[nid] = self.new_unbacked(n)
+            if self.segmented and self.graph.nodes[nid].op != "input":
+                # peek would compute the mask's whole dependency cone a second time, in
+                # NumPy, on every call; cutting the segment here computes it once (the
+                # mask becomes an input of the next segment: a new node id)
+                value = self.materialize([mask])[0]
+                nid = mask._nid
+            else:
+                value = self.peek(mask)
+            self.mask_counts[nid] = self.new_unbacked(int(np.count_nonzero(value)))
         return self.mask_counts[nid]
 
     def new_unbacked(self, hint_value: int) -> Sym:
