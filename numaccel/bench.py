@@ -503,7 +503,7 @@ def format_targets(rows: list[tuple[str, str, bool | None]], quick: bool = False
 
 def run_corpus(corpus: Path, size: str, repeat: int, timeout: float,
                numaccel_backend: str | None = None, log: Callable[[str], None] = print,
-               compiler: str = "numaccel") -> dict[str, Any]:
+               compiler: str = "numaccel", warmup: int = 2) -> dict[str, Any]:
     """Every corpus program with numaccel vs NumPy (demo's runner); geomean of the speedups.
 
     Example::
@@ -513,11 +513,12 @@ def run_corpus(corpus: Path, size: str, repeat: int, timeout: float,
     """
     records = []
     width = max(len(n) for n in demo.list_programs(corpus))
-    log(f"## corpus at size {size} (NumPy vs numaccel, median of {repeat} runs, ms)")
+    log(f"## corpus at size {size} (NumPy vs numaccel, median of {repeat} runs after the "
+        f"first call and {warmup} warm-up calls, ms)")
     log(demo.format_header(width))
     for name in demo.list_programs(corpus):
         rec = demo.run_program_subprocess(corpus, name, size, compiler, numaccel_backend,
-                                          repeat, 0, timeout)
+                                          repeat, 0, timeout, warmup)
         records.append(rec)
         log(demo.format_row(rec, width) + (f"   {rec['detail']}" if rec["status"] != "ok"
                                            else ""))
@@ -543,6 +544,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--corpus-size", choices=["S", "M"], default="M")
     ap.add_argument("--corpus-repeat", type=int, default=3,
                     help="timed runs per corpus program and side (median; default 3)")
+    ap.add_argument("--corpus-warmup", type=int, default=2,
+                    help="untimed calls per corpus program and side after the first "
+                         "(default 2)")
     ap.add_argument("--timeout", type=float, default=180.0,
                     help="seconds per torch.compile workload / first-call process / corpus "
                          "program")
@@ -607,8 +611,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "import of the library"))
     if opts.corpus is not None and corpus is not None:
         report["corpus"] = run_corpus(corpus, opts.corpus_size, max(1, opts.corpus_repeat),
-                                      opts.timeout,
-                                      opts.numaccel_backend, log)
+                                      opts.timeout, opts.numaccel_backend, log,
+                                      warmup=max(0, opts.corpus_warmup))
     report["targets"] = [{"target": t, "measured": v, "met": m}
                          for t, v, m in check_targets(report)]
     log(format_targets(check_targets(report), opts.quick))

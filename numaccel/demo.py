@@ -14,7 +14,10 @@ timeout; the reference is ``kernel(*deepcopy(args))``; in-place programs get a f
 of their arguments per call (made before the clock starts) and their mutated arguments are
 checked too; other programs must leave their arguments unchanged; results are compared with
 ``META``'s ``rtol``/``atol`` (and ``max_mismatch_frac``); one timed run is ``META["calls"]``
-back-to-back calls. Reported times are medians over ``--repeat`` runs.
+back-to-back calls. Reported times are medians over ``--repeat`` runs, after the first call
+and ``--warmup`` more untimed calls of each side (steady state: a function with graph
+breaks compiles a segment when it sees it again, and times re-tracing against plain NumPy
+on its third call).
 
 The exit status is 1 when any program mismatches or fails, 2 when the corpus or the compiler
 cannot be found.
@@ -220,7 +223,8 @@ def _timed_run(fn, pristine, fresh_copies: bool, k_calls: int):
 # --------------------------------------------------------------------------------------------
 
 def run_program(corpus: Path, name: str, size: str = "S", compiler: str = "numaccel",
-                backend: str | None = None, repeat: int = 3, seed: int = 0) -> dict:
+                backend: str | None = None, repeat: int = 3, seed: int = 0,
+                warmup: int = 2) -> dict:
     """Run one program plain and compiled in this process; return its record.
 
     Example::
@@ -260,6 +264,10 @@ def run_program(corpus: Path, name: str, size: str = "S", compiler: str = "numac
         out = materialize(fn(*a))
         rec["first_call_ms"] = (time.perf_counter() - t0) * 1e3
         mismatch = check(out, a)
+        for _ in range(warmup):
+            _timed_run(mod.kernel, np_args, inplace, k)
+            out, _, used = _timed_run(fn, pristine if inplace else shared, inplace, k)
+            mismatch = mismatch or check(out, used)
         times = []
         for _ in range(repeat):
             # interleaved with the NumPy runs so both sides see the same machine load
@@ -284,7 +292,7 @@ def run_program(corpus: Path, name: str, size: str = "S", compiler: str = "numac
 
 def run_program_subprocess(corpus: Path, name: str, size: str = "S", compiler: str = "numaccel",
                            backend: str | None = None, repeat: int = 3, seed: int = 0,
-                           timeout: float = 300.0) -> dict:
+                           timeout: float = 300.0, warmup: int = 2) -> dict:
     """``run_program`` in a fresh subprocess with a timeout, so a crash or hang fails one program.
 
     Example::
@@ -292,7 +300,8 @@ def run_program_subprocess(corpus: Path, name: str, size: str = "S", compiler: s
         rec = run_program_subprocess(find_corpus(), "heat2d_inplace", compiler="plain")
     """
     cmd = [sys.executable, "-m", "numaccel.demo", "--worker", name, "--corpus", str(corpus),
-           "--size", size, "--compiler", compiler, "--repeat", str(repeat), "--seed", str(seed)]
+           "--size", size, "--compiler", compiler, "--repeat", str(repeat), "--seed", str(seed),
+           "--warmup", str(warmup)]
     if backend:
         cmd += ["--backend", backend]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -372,6 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--only", action="append", default=[], help="program(s), comma separated")
     ap.add_argument("--all", action="store_true", help="every program in the corpus")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per side (median)")
+    ap.add_argument("--warmup", type=int, default=2,
+                    help="untimed calls per side after the first call (default 2)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per program")
     ap.add_argument("--compiler", default="numaccel",
@@ -389,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts.repeat = max(1, opts.repeat)
     if opts.worker:
         rec = run_program(Path(opts.corpus), opts.worker, opts.size, opts.compiler,
-                          opts.backend, opts.repeat, opts.seed)
+                          opts.backend, opts.repeat, opts.seed, max(0, opts.warmup))
         sys.stdout.write("\n" + RESULT_MARK + json.dumps(rec) + "\n")
         return 0
     try:
@@ -419,12 +430,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     width = max(len(n) for n in names + ["program"])
     label = opts.compiler + (f"[{opts.backend}]" if opts.backend else "")
     print(f"# numaccel demo: corpus {corpus}, size {opts.size}, compiler {label}, "
-          f"median of {opts.repeat} runs, times in ms")
+          f"median of {opts.repeat} runs after {max(0, opts.warmup)} warm-up calls, times in ms")
     print(format_header(width), flush=True)
     records = []
     for name in names:
         rec = run_program_subprocess(corpus, name, opts.size, opts.compiler, opts.backend,
-                                     opts.repeat, opts.seed, opts.timeout)
+                                     opts.repeat, opts.seed, opts.timeout, max(0, opts.warmup))
         records.append(rec)
         print(format_row(rec, width), flush=True)
         if rec["status"] != "ok" and rec.get("detail"):

@@ -16,21 +16,58 @@ def _scalar_value(attrs):
     return np.array(attrs["value"], dtype=attrs["dtype"])[()]
 
 
-def interpret(graph, values, env):
+def interpret(graph, values, env, donate=()):
     """Run ``graph`` on input ``values``; ``env`` binds symbolic dims to sizes.
 
-    Floating-point warnings are not raised, as in compiled code (documented)."""
+    ``donate``: indices of input values the caller hands over (it never reads them again
+    and nothing else views them): a ``scatter_view`` may then write into such an input in
+    place instead of into a copy, where the graph reads it nowhere after the scatter and
+    nothing computed from it aliases it (see ``_in_place``). Floating-point warnings are
+    not raised, as in compiled code (documented)."""
     with np.errstate(all="ignore"):
-        return _interpret(graph, values, env)
+        return _interpret(graph, values, env, donate)
 
 
-def _interpret(graph, values, env):
+# ops whose references always return a new array (never a view of an operand), so that
+# writing into an operand afterwards cannot change their results; real/imag return views
+_FRESH_KINDS = frozenset({"elementwise", "reduce", "contraction", "scan"})
+_VIEWING = frozenset({"real", "imag"})
+
+
+def _in_place(graph, donate, last_use, outs):
+    """Scatter nodes that may write into their (donated input) root in place: the scatter
+    is the root's last use, the root is no output, and every other use of it made a new
+    array. (A loop writing block after block into a buffer would copy the whole buffer
+    per block: O(n^2).)"""
+    if not donate:
+        return frozenset()
+    users = {}
+    for n in graph.nodes:
+        for i in n.inputs:
+            users.setdefault(i, []).append(n)
+    ok = set()
+    for n in graph.nodes:
+        if n.op != "scatter_view":
+            continue
+        r = n.inputs[0]
+        root = graph.nodes[r]
+        if root.op != "input" or root.attrs["index"] not in donate or r in outs or \
+                last_use.get(r) != n.id or n.inputs.count(r) != 1:
+            continue
+        if all(u is n or (get_op(u.op).kind in _FRESH_KINDS and u.op not in _VIEWING)
+               for u in users[r]):
+            ok.add(n.id)
+    return frozenset(ok)
+
+
+def _interpret(graph, values, env, donate=()):
     nodes = graph.nodes
     last_use = {}
     for n in nodes:
         for i in n.inputs:
             last_use[i] = n.id
     outs = set(graph.outputs)
+    in_place = _in_place(graph, donate, last_use, outs)
     vals = {}
     for n in nodes:
         op = n.op
@@ -44,7 +81,10 @@ def _interpret(graph, values, env):
             attrs = n.attrs
             if has_sym(attrs):
                 attrs = resolve(attrs, env)
-            v = get_op(op).ref(*[vals[i] for i in n.inputs], **attrs)
+            if n.id in in_place:
+                v = _prims.scatter_into(*[vals[i] for i in n.inputs], **attrs)
+            else:
+                v = get_op(op).ref(*[vals[i] for i in n.inputs], **attrs)
         vals[n.id] = v
         for i in set(n.inputs):
             if last_use.get(i) == n.id and i not in outs:
@@ -59,9 +99,10 @@ class NumpyBackend(Backend):
     capabilities = frozenset({"host"})
 
     def compile(self, graph, **options):
-        def run(values, env=None):
-            return interpret(graph, values, env or {})
+        def run(values, env=None, donate=()):
+            return interpret(graph, values, env or {}, donate)
         run.graph = graph
+        run.donates = True      # accepts ``donate`` (see interpret)
         return run
 
 

@@ -338,3 +338,32 @@ def test_asv_suite_imports():
                                rtol=1e-5)
     code = textwrap.dedent(bench_core._STMT)
     assert "numaccel.accelerate" in code
+
+
+_COUNTING = '''
+CALLS = []
+
+def compile(fn):
+    """Counts calls; wrong on the second one only (a warm-up call)."""
+    def run(*args):
+        CALLS.append(1)
+        out = fn(*args)
+        return out + 1.0 if len(CALLS) == 2 else out
+    return run
+'''
+
+
+def test_run_program_warms_up_and_checks_warm_up_calls(tmp_path, monkeypatch):
+    corpus = _standin_corpus(tmp_path, ("good",))
+    (tmp_path / "counting_compiler.py").write_text(_COUNTING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import counting_compiler
+    rec = demo.run_program(corpus, "good", "S", "counting_compiler:compile", repeat=3,
+                           warmup=2)
+    # the first call, two untimed warm-up calls, three timed ones
+    assert len(counting_compiler.CALLS) == 6
+    assert rec["status"] == "MISMATCH", rec
+    counting_compiler.CALLS[:] = [1, 1]          # no wrong call this time
+    rec = demo.run_program(corpus, "good", "S", "counting_compiler:compile", repeat=2,
+                           warmup=0)
+    assert len(counting_compiler.CALLS) == 5 and rec["status"] == "ok", rec

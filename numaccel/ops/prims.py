@@ -494,7 +494,12 @@ _reg("round", "elementwise", lambda x, decimals: np.round(x, decimals),
 
 
 def _scatter_view_ref(root, value, chain):
-    out = np.array(root, copy=True)
+    return scatter_into(np.array(root, copy=True), value, chain)
+
+
+def scatter_into(out, value, chain):
+    """``value`` written into the view ``chain`` of ``out``, in place; returns ``out``
+    (``scatter_view``'s reference writes into a copy of its root)."""
     view = out
     for name, attrs in chain[:-1]:
         view = VIEW_REFS[name](view, **attrs)

@@ -309,7 +309,7 @@ class Accelerated:
                                           f"{k} changed {a} -> {b}; making it dynamic")
                         self._dyn.add((k, d))
 
-    def _run_segment(self, graph, values, key):
+    def _run_segment(self, graph, values, key, donate=frozenset()):
         """Run one segment of a broken graph (``key``: its structure, from the tracer).
 
         A segment is compiled by the backend the ``config.segment_compile_after``-th time
@@ -317,7 +317,8 @@ class Accelerated:
         touch at least ``config.segment_min_elements`` elements; until then, or for good,
         the reference interpreter runs it. Loop-variant segments (a slice bound that
         changes every iteration) so cost no compilation each, and tiny ones no kernel
-        launches."""
+        launches. ``donate``: inputs the segment may overwrite (``TraceState.donatable``),
+        used where the run accepts them (the reference interpreter)."""
         key = (key, tuple((v.shape, v.dtype) if isinstance(v, (np.ndarray, np.generic))
                           else type(v) for v in values))
         slot = self.segment_cache.get(key)
@@ -358,6 +359,8 @@ class Accelerated:
                 slot.seen_run = 1
                 self._compile_s += time.perf_counter() - t0
                 return out
+            if donate and getattr(slot.run, "donates", False):
+                return slot.run(values, {}, donate)
             return slot.run(values, {})
         except Exception:  # noqa: BLE001
             if self.backend_name == "numpy" or not slot.compiled:

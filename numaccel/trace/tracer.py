@@ -94,6 +94,12 @@ class TraceState:
         self.active = True
         self.specialized = []         # (input index, value, why) Python scalar args
         self.suspended_s = 0.0        # seconds run concretely (segments, NumPy calls)
+        # arrays segments of this trace computed, and those user code has seen
+        # (concrete values, NumPy calls behind a graph break), by id: a made, unseen
+        # array that owns its memory is the trace's own, and its next segment may write
+        # into it (see donatable). Weak: a dead array's id may be reused
+        self.made = weakref.WeakValueDictionary()
+        self.seen = weakref.WeakValueDictionary()
 
     # -- entering / leaving -----------------------------------------------------
     def __enter__(self):
@@ -236,9 +242,28 @@ class TraceState:
         self.breaks.append((reason, where))
 
     def concrete(self, ts, reason: str):
-        """Concrete values of traced arrays ``ts`` (runs the pending segment)."""
+        """Concrete values of traced arrays ``ts`` (runs the pending segment), for user
+        code: no later segment writes into them."""
         self.graph_break(reason)
-        return self.materialize(ts)
+        values = self.materialize(ts)
+        for v in values:
+            if isinstance(v, np.ndarray):
+                self.seen[id(v)] = v
+        return values
+
+    def donatable(self) -> frozenset:
+        """Indices of the pending segment's inputs it may overwrite: arrays an earlier
+        segment of this trace made, that own their memory, share none with another input
+        and that user code never got (so not the caller's arguments or constants)."""
+        vals = self.input_values
+        out = []
+        for i, v in enumerate(vals):
+            if type(v) is np.ndarray and v.base is None and self.made.get(id(v)) is v \
+                    and self.seen.get(id(v)) is not v and not any(
+                        j != i and isinstance(w, np.ndarray) and np.may_share_memory(v, w)
+                        for j, w in enumerate(vals)):
+                out.append(i)
+        return frozenset(out)
 
     def materialize(self, ts=()):
         roots = [t for t in list(self.live) if t._st is self and t._base is None]
@@ -249,8 +274,16 @@ class TraceState:
         nodes = sorted({t._node for t in roots + wanted})
         g = self.graph
         g.outputs = nodes
+        donate = self.donatable() if any(n.op == "scatter_view" for n in g.nodes) \
+            else frozenset()
         with self.suspended():
-            values = self.run_segment(g, self.input_values, self.segment_key())
+            values = self.run_segment(g, self.input_values, self.segment_key(), donate)
+        # made: arrays the segment computed (not an input or constant passed through,
+        # which may be the caller's: only those stay in ``made`` that already were)
+        passed = {id(v) for v in self.input_values} | {id(c) for c in g.consts.values()}
+        for v in values:
+            if type(v) is np.ndarray and id(v) not in passed:
+                self.made[id(v)] = v
         self.segments.append(g)
         valmap = dict(zip(nodes, values))
         result = [valmap[t._node] for t in ts]
