@@ -233,9 +233,7 @@ class ReduceStep:
             partial = _empty(shape[0], acc)
             if partial.size:
                 self._call(0, args, sargs, partial, count, total)
-        comb = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum,
-                "minimum": np.minimum, "logical_or": np.logical_or,
-                "logical_and": np.logical_and}[uf]
+        comb = getattr(np, uf)        # one of passes.REDUCE_UFUNCS, as in _columns
         r = comb.reduce(partial) if partial.size else comb.reduce(np.empty(0, partial.dtype))
         if self.node.op == "mean":
             r = r / count if count else np.float64(np.nan)

@@ -256,11 +256,7 @@ def map_source(graph, k, rank, patterns):
                 lim = f"n{d}"
             lines.append(f"{ind}for i{d} in range({lim}):")
             ind += "    "
-            lines.append(f"{ind}j{d} = np.uint64(i{d})")
-            if d < rank - 1:
-                for nm in names:
-                    prev = f"{nm}b{d - 1} + " if d else ""
-                    lines.append(f"{ind}{nm}b{d} = {prev}j{d} * {nm}s{d}")
+            lines += _level(names, rank, d, ind)
         return lines, ind
 
     def stores(out_names, ind):
@@ -464,8 +460,6 @@ def reduce_source(graph, k, rank, n_kept, patterns):
     red, src_node, exprs, arrays, scalars, names, acc_dt, uf, params = _reduce_setup(
         graph, k, rank, patterns, "count")
 
-    def level(d, ind):
-        return _level(names, rank, d, ind)
     out_idx = "[" + ", ".join(f"i{d}" for d in range(n_kept)) + "]" if n_kept else "[p]"
     src = [_PRELUDE, KERNEL_DECORATOR, f"def kernel({', '.join(params)}):"]
     ind = "    "
@@ -476,18 +470,18 @@ def reduce_source(graph, k, rank, n_kept, patterns):
         src.append(f"{ind}for p in range(lo, hi):")
         ind += "    "
         src.append(f"{ind}i0 = p")
-        src += level(0, ind)
+        src += _level(names, rank, 0, ind)
         first = 1
     for d in range(n_kept):
         rng = "lo, hi" if d == 0 else f"n{d}"
         src.append(f"{ind}for i{d} in range({rng}):")
         ind += "    "
-        src += level(d, ind)
+        src += _level(names, rank, d, ind)
     src.append(f"{ind}acc = {acc_init(uf, acc_dt)}")
     for d in range(max(n_kept, first), rank):
         src.append(f"{ind}for i{d} in range(n{d}):")
         ind += "    "
-        src += level(d, ind)
+        src += _level(names, rank, d, ind)
     body, vnames = _body(graph, k, exprs, "", ind)
     src += body
     x = vnames[src_node.id]
