@@ -70,26 +70,44 @@ def _interpret(graph, values, env, donate=()):
     in_place = _in_place(graph, donate, last_use, outs)
     vals = {}
     for n in nodes:
-        op = n.op
-        if op == "input":
-            v = values[n.attrs["index"]]
-        elif op == "const":
-            v = graph.consts[n.id]
-        elif op == "scalar":
-            v = _scalar_value(n.attrs)
-        else:
-            attrs = n.attrs
-            if has_sym(attrs):
-                attrs = resolve(attrs, env)
-            if n.id in in_place:
-                v = _prims.scatter_into(*[vals[i] for i in n.inputs], **attrs)
-            else:
-                v = get_op(op).ref(*[vals[i] for i in n.inputs], **attrs)
-        vals[n.id] = v
+        vals[n.id] = _value(graph, n, vals, values, env, n.id in in_place)
         for i in set(n.inputs):
             if last_use.get(i) == n.id and i not in outs:
                 del vals[i]
     return [vals[i] for i in graph.outputs]
+
+
+def _value(graph, n, vals, values, env, in_place=False):
+    """The value of node ``n``; ``vals`` holds those of its inputs."""
+    op = n.op
+    if op == "input":
+        return values[n.attrs["index"]]
+    if op == "const":
+        return graph.consts[n.id]
+    if op == "scalar":
+        return _scalar_value(n.attrs)
+    attrs = n.attrs
+    if has_sym(attrs):
+        attrs = resolve(attrs, env)
+    if in_place:
+        return _prims.scatter_into(*[vals[i] for i in n.inputs], **attrs)
+    return get_op(op).ref(*[vals[i] for i in n.inputs], **attrs)
+
+
+def evaluate(graph, nid, values, env, known):
+    """Value of node ``nid`` of ``graph`` (not pruned, outputs ignored), reusing and
+    extending ``known`` (node id -> value): the nodes it needs that ``known`` lacks are
+    run in id order (a node's inputs come before it)."""
+    need, stack = set(), [nid]
+    while stack:
+        i = stack.pop()
+        if i not in need and i not in known:
+            need.add(i)
+            stack.extend(graph.nodes[i].inputs)
+    with np.errstate(all="ignore"):
+        for i in sorted(need):
+            known[i] = _value(graph, graph.nodes[i], known, values, env)
+    return known[nid]
 
 
 class NumpyBackend(Backend):

@@ -23,6 +23,7 @@ from .cpu_rows import RowStep
 from .cpu_threads import launch
 from .passes import decompose, fuse, simplify
 from .rows import boundary, row_groups
+from .unmask import unmask
 
 # ------------------------------------------------------------------------------ the wrapper
 
@@ -349,7 +350,7 @@ class CompiledGraph:
     in place into buffers that are dead after a step (scatter of a time-loop step)."""
 
     def __init__(self, graph: Graph):
-        self.graph = g = simplify(decompose(graph))
+        self.graph = g = simplify(unmask(decompose(graph)))
         kinds, mat, kernels = fuse(g)
         groups = row_groups(g, kinds, kernels)
         for _ in range(3):

@@ -87,6 +87,7 @@ class TraceState:
         self.live = weakref.WeakSet()
         self.const_tas = {}           # id(ndarray) -> TracedArray (held with the array)
         self.mask_counts = {}         # node id of a mask -> data-dependent Sym of its count
+        self.peeked = {}              # node id -> value, computed by peek (see there)
         self.n_unbacked = 0
         self.fullgraph = fullgraph
         self.run_segment = run_segment
@@ -291,6 +292,7 @@ class TraceState:
         self.sigs = []
         self.input_values = []
         self.mask_counts = {}
+        self.peeked = {}
         remap = {}
         for nid in nodes:
             v = valmap[nid]
@@ -311,17 +313,21 @@ class TraceState:
         return result
 
     def peek(self, t):
-        """The value ``t`` has in this call, without cutting the graph (for hints)."""
-        from ..interp import interpret
-        g = self.graph
-        saved = g.outputs
-        g.outputs = [t._nid]
-        try:
-            sub = g.prune()   # only what t depends on: the pending graph can be long
-        finally:
-            g.outputs = saved
+        """The value ``t`` has in this call, without cutting the graph (for hints).
+
+        Values of nodes live arrays still refer to are kept between peeks of one graph:
+        a loop that peeks a mask per iteration (``x[x > 0]``) would otherwise recompute
+        the whole history of the loop each time (quadratic in the iterations)."""
+        from ..interp import evaluate
+        nid = t._nid
         with self.suspended():
-            return interpret(sub, self.input_values, {})[0]
+            known = self.peeked
+            value = evaluate(self.graph, nid, self.input_values, {}, known)
+        # the rest can be recomputed from these: memory stays what the program holds
+        keep = {a._node for a in list(self.live) if a._st is self} | {nid}
+        for i in [i for i in known if i not in keep]:
+            del known[i]
+        return value
 
     def specialize(self, t):
         """Value of a Python-scalar traced value; guards the arguments it comes from."""
