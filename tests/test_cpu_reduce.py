@@ -137,3 +137,34 @@ def test_var_shares_the_callers_mean(rng):
     assert len(means) == 2
     acc = cpu(lambda x: (x.mean(), x.var()), rng.standard_normal((30, 7)))
     assert len([s for s in steps_of(acc) if type(s).__name__ == "ReduceStep"]) == 2
+
+
+def blocked_kernels(acc):
+    """Generated sources of the reduce steps that fold their last axis in blocks."""
+    return [src for s in steps_of(acc) if type(s).__name__ == "ReduceStep"
+            for src in s.sources if "lanes" in src]
+
+
+@pytest.mark.parametrize("n", [0, 1, 17, 255, 257, 9000])
+@pytest.mark.parametrize("name", ["sum", "max", "min", "mean", "prod", "any", "all"])
+def test_reductions_fold_their_last_axis_in_blocks(name, n, rng):
+    # the reduce kernel runs its elementwise producer as a vectorizable block loop and
+    # folds each block into lane accumulators: cross every block/lane boundary
+    x = rng.standard_normal((3, n))
+    if name in ("max", "min") and n > 3:
+        x[1, n // 2] = np.nan            # NaN propagates from any lane
+        x[2, n - 1] = np.inf
+    if name == "prod":
+        x = 1 + x / 50                   # products of 1000 stay finite
+    fn = getattr(np, name)
+    if name in ("max", "min") and n == 0:
+        return                           # NumPy raises (tested elsewhere)
+    acc = cpu(lambda x: fn(np.log1p(np.abs(x)) + x), x, calls=1)
+    if n > 1:
+        assert blocked_kernels(acc), "the reduction did not run in blocks"
+    cpu(lambda x: fn(np.exp(-x * x)), x.ravel(), calls=1)               # 1-D
+    cpu(lambda x: fn(x[:, ::2] * 2), x, calls=1)                        # strided view
+    cpu(lambda x: fn(np.exp(x[None] + x[:, None]), axis=(1, 2)), x[:, :40], calls=1)
+    cpu(lambda x: fn((x > 0.1) & (x < 2)), x, calls=1)                  # bool producer
+    xi = (x * 10).astype(np.int32)
+    cpu(lambda x: fn(x * 3 - 1), xi, calls=1)                           # exact integers

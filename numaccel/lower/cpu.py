@@ -133,12 +133,14 @@ class ReduceStep:
         self.src = graph.nodes[self.node.inputs[0]]
         _, self.arrays, self.scalars = _operand_exprs(graph, k, "")
         self.mods = {}
+        self.sources = []       # generated sources, in compile order (for inspection)
 
     def _mod(self, rank, n_kept, patterns):
         key = (rank, n_kept, patterns)
         m = self.mods.get(key)
         if m is None:
             src, _, _, acc = reduce_source(self.graph, self.k, rank, n_kept, patterns)
+            self.sources.append(src)
             m = self.mods[key] = (load_source(src), acc)
         return m
 

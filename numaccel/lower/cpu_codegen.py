@@ -452,6 +452,10 @@ def _reduce_setup(graph, k, rank, patterns, extra):
             _acc_dtype(red, src_node.aval.dtype), red_ufunc(red), params)
 
 
+_RBLOCK = 256       # elements per block of a reduction's innermost loop
+_LANES = 16         # accumulators of that loop (a zmm register of float32)
+
+
 def reduce_source(graph, k, rank, n_kept, patterns):
     """Loops over kept dims (outer; the first over ``[lo, hi)``) and reduced dims (inner,
     accumulating); operands are flat buffers with unsigned strides, as in
@@ -477,16 +481,14 @@ def reduce_source(graph, k, rank, n_kept, patterns):
         src.append(f"{ind}for i{d} in range({rng}):")
         ind += "    "
         src += _level(names, rank, d, ind)
-    src.append(f"{ind}acc = {acc_init(uf, acc_dt)}")
-    for d in range(max(n_kept, first), rank):
-        src.append(f"{ind}for i{d} in range(n{d}):")
-        ind += "    "
-        src += _level(names, rank, d, ind)
-    body, vnames = _body(graph, k, exprs, "", ind)
-    src += body
-    x = vnames[src_node.id]
-    src.append(f"{ind}x = {acc_cast(x, acc_dt)}")
-    src.append(f"{ind}acc = {acc_comb(uf, 'acc', 'x')}")
+    if max(n_kept, first) == rank:
+        # nothing reduced inside (a full reduction of 1-D: a partial per element)
+        body, vnames = _body(graph, k, exprs, "", ind)
+        src += body
+        src.append(f"{ind}acc = {acc_cast(vnames[src_node.id], acc_dt)}")
+    else:
+        _blocked_reduction(src, graph, k, exprs, names, rank, max(n_kept, first), ind,
+                           src_node, acc_dt, uf)
     ind = "    " * (1 + max(n_kept, first))
     # partials of a full reduction are combined (and divided) by the wrapper
     res = "acc / count" if red.op == "mean" and n_kept else "acc"
@@ -495,6 +497,49 @@ def reduce_source(graph, k, rank, n_kept, patterns):
     src.append(f"{ind}out{out_idx} = {_store(store, red.aval.dtype) if n_kept else store}")
     src.append("")
     return "\n".join(src), arrays, scalars, acc_dt
+
+
+def _blocked_reduction(src, graph, k, exprs, names, rank, d0, ind, src_node, acc_dt, uf):
+    """The reduced loops (dims ``d0 .. rank - 1``) of ``reduce_source``, leaving ``acc``.
+
+    The innermost (last) dim runs in blocks of _RBLOCK: the elementwise part of a block
+    is a loop without a loop-carried dependence, which LLVM vectorizes (an accumulating
+    loop stays scalar without reassociation: a log or exp per element then costs 10x
+    NumPy's), storing into ``buf``; the block is then folded into _LANES accumulators
+    lane by lane (vectorized too), which are folded at the end. The order depends only on
+    the shape, never on threads."""
+    a = acc_dt.name if acc_dt.name != "bool" else "bool_"
+    src.insert(3, f"    buf = np.empty({_RBLOCK}, np.{a})")
+    src.insert(4, f"    lanes = np.empty({_LANES}, np.{a})")
+    src.append(f"{ind}for l in range({_LANES}):")
+    src.append(f"{ind}    lanes[l] = {acc_init(uf, acc_dt)}")
+    for d in range(d0, rank - 1):
+        src.append(f"{ind}for i{d} in range(n{d}):")
+        ind += "    "
+        src += _level(names, rank, d, ind)
+    r = rank - 1
+    src.append(f"{ind}for c0 in range(0, n{r}, {_RBLOCK}):")
+    src.append(f"{ind}    c1 = min(c0 + {_RBLOCK}, n{r})")
+    src.append(f"{ind}    for i{r} in range(c0, c1):")
+    bind = ind + "        "
+    src += _level(names, rank, r, bind)
+    body, vnames = _body(graph, k, exprs, "", bind)
+    src += body
+    src.append(f"{bind}buf[i{r} - c0] = {acc_cast(vnames[src_node.id], acc_dt)}")
+    src += [f"{ind}    m = c1 - c0",
+            f"{ind}    mb = m - m % {_LANES}",
+            f"{ind}    for t0 in range(0, mb, {_LANES}):",
+            f"{ind}        for l in range({_LANES}):",
+            f"{ind}            x = buf[t0 + l]",
+            f"{ind}            lanes[l] = {acc_comb(uf, 'lanes[l]', 'x')}",
+            f"{ind}    for t in range(mb, m):",
+            f"{ind}        x = buf[t]",
+            f"{ind}        lanes[0] = {acc_comb(uf, 'lanes[0]', 'x')}"]
+    ind = "    " * (1 + d0)
+    src.append(f"{ind}acc = lanes[0]")
+    src.append(f"{ind}for l in range(1, {_LANES}):")
+    src.append(f"{ind}    x = lanes[l]")
+    src.append(f"{ind}    acc = {acc_comb(uf, 'acc', 'x')}")
 
 
 def colreduce_source(graph, k, rank, n_red, patterns):
