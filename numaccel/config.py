@@ -54,6 +54,9 @@ class Config:
     #: threads of a large generated CPU kernel launch (0: ``NUMBA_NUM_THREADS``, which
     #: defaults to the CPU count)
     num_threads: int = 0
+    #: bytes the cpu backend may hold in reused output buffers (numaccel.lower.pool;
+    #: 0: every output is a fresh np.empty)
+    buffer_pool_bytes: int = 1 << 30
     #: default backend of @accelerate
     default_backend: str = "cpu"
     #: event kinds printed to stderr (see module docstring)

@@ -24,6 +24,7 @@ from .cpu_threads import launch
 from .passes import decompose, fuse, simplify
 from .rows import boundary, row_groups
 from .unmask import unmask
+from . import pool
 
 # ------------------------------------------------------------------------------ the wrapper
 
@@ -40,6 +41,7 @@ def _bits(a):
 
 # NumPy's own allocator (the trace-time creation hooks are for user code only)
 _empty = getattr(np.empty, "__wrapped__", np.empty)
+pooled = pool.empty       # outputs: large ones reuse dropped results' memory
 
 
 def _scalar_arg(v, dt):
@@ -83,7 +85,7 @@ class MapStep:
         if self.dest is not None:
             outs = [_chain_view(vals[self.dest[0]], self.dest[1], env)]
         else:
-            outs = [_empty(shape, self.graph.nodes[r].aval.dtype) for r in self.outs]
+            outs = [pooled(shape, self.graph.nodes[r].aval.dtype) for r in self.outs]
         size = outs[0].size
         if size and outs[0].flags.c_contiguous and all(
                 a.shape == shape and a.flags.c_contiguous for a in arrs):
@@ -180,7 +182,7 @@ class ReduceStep:
                 shape[0] > 1:
             out = self._columns(arrs, shape, len(axes), sargs, count, uf, dt)
         elif kept:
-            out = _empty(kshape, dt)
+            out = pooled(kshape, dt)
             if out.size:
                 self._call(len(kept), args, sargs, _bits(out), count, total)
         else:

@@ -235,7 +235,7 @@ class RowStep:
 
     def __call__(self, vals, env):
         c = self._cpu
-        _bits, _empty, _resolve, _scalar_arg = c._bits, c._empty, c._resolve, c._scalar_arg
+        _bits, pooled, _resolve, _scalar_arg = c._bits, c.pooled, c._resolve, c._scalar_arg
         g, grp = self.g, self.grp
         full = tuple(_resolve(tuple(grp.full), env))
         row = full[:-1]
@@ -256,8 +256,8 @@ class RowStep:
             if ctx == "row":
                 a = np.broadcast_to(a, row)[..., None]
             views.append(flat_or_copy(_bits(np.broadcast_to(a, full))))
-        fouts = [_empty(full, g.nodes[o].aval.dtype) for o in grp.full_outs]
-        routs = [_empty(tuple(_resolve(tuple(g.nodes[o].aval.shape), env)),
+        fouts = [pooled(full, g.nodes[o].aval.dtype) for o in grp.full_outs]
+        routs = [pooled(tuple(_resolve(tuple(g.nodes[o].aval.shape), env)),
                         g.nodes[o].aval.dtype) for o in grp.row_outs]
         ops = views + [flat_view(_bits(o)) for o in fouts]
         patterns = tuple(_pattern(st) for _, st in ops)

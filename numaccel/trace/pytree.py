@@ -46,17 +46,19 @@ def flatten(x, leaves, where="argument"):
 
 
 def unflatten(tree, leaves):
-    it = iter(leaves)
+    return _build(tree, iter(leaves))
 
-    def build(t):
-        if t == LEAF:
-            return next(it)
-        tag = t[0]
-        if tag == "tuple":
-            return tuple(build(c) for c in t[1])
-        if tag == "list":
-            return [build(c) for c in t[1]]
-        if tag == "dict":
-            return {k: build(c) for k, c in zip(t[1], t[2])}
-        return t[1]
-    return build(tree)
+
+def _build(t, it):
+    # a module function, not a recursive closure: that would be a reference cycle that
+    # keeps the leaves (the call's results) alive until the garbage collector runs
+    if t == LEAF:
+        return next(it)
+    tag = t[0]
+    if tag == "tuple":
+        return tuple(_build(c, it) for c in t[1])
+    if tag == "list":
+        return [_build(c, it) for c in t[1]]
+    if tag == "dict":
+        return {k: _build(c, it) for k, c in zip(t[1], t[2])}
+    return t[1]

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..graph import Graph
 from ..ir import AVal
+from ..lower.pool import owns
 from . import symbolic
 from .segments import aval_key, freeze_attrs, infer_cached
 from .symbolic import Sym, hints, prod
@@ -259,7 +260,7 @@ class TraceState:
         vals = self.input_values
         out = []
         for i, v in enumerate(vals):
-            if type(v) is np.ndarray and v.base is None and self.made.get(id(v)) is v \
+            if type(v) is np.ndarray and owns(v) and self.made.get(id(v)) is v \
                     and self.seen.get(id(v)) is not v and not any(
                         j != i and isinstance(w, np.ndarray) and np.may_share_memory(v, w)
                         for j, w in enumerate(vals)):
