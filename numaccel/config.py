@@ -3,6 +3,7 @@
 Environment variables give the defaults:
 ``NUMACCEL_LOGS=recompiles,graph_breaks,guards,graphs`` prints those events as they happen.
 ``NUMACCEL_PARALLEL_MIN=<elements>`` sets ``parallel_min``.
+``NUMACCEL_NATIVE_KERNELS=0`` sets ``native_kernels`` off.
 """
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ def _env_logs() -> frozenset:
 def _env_parallel_min() -> int:
     # '' counts as unset (a shell's NUMACCEL_PARALLEL_MIN= must not crash the import)
     return int(os.environ.get("NUMACCEL_PARALLEL_MIN") or 1 << 18)
+
+
+def _env_native() -> bool:
+    return os.environ.get("NUMACCEL_NATIVE_KERNELS", "1").strip().lower() not in (
+        "0", "false", "no", "off")
 
 
 LOG_KINDS = frozenset({"recompiles", "graph_breaks", "guards", "graphs", "all"})
@@ -57,6 +63,10 @@ class Config:
     #: bytes the cpu backend may hold in reused output buffers (numaccel.lower.pool;
     #: 0: every output is a fresh np.empty)
     buffer_pool_bytes: int = 1 << 30
+    #: generated kernels run from the native cache (numaccel.lower.native: a new process
+    #: loads their machine code without importing Numba); default
+    #: ``NUMACCEL_NATIVE_KERNELS`` (0 turns it off: every kernel through Numba)
+    native_kernels: bool = field(default_factory=_env_native)
     #: default backend of @accelerate
     default_backend: str = "cpu"
     #: event kinds printed to stderr (see module docstring)

@@ -72,7 +72,8 @@ LAZY_MATHLIB = r"""
 import sys
 import numba, numpy as np
 from numaccel.lower import mathlib
-loaded = sorted(m for m in sys.modules if m.startswith("numaccel.lower.mathlib_"))
+loaded = sorted(m for m in sys.modules if m.startswith("numaccel.lower.mathlib_")
+                and m != "numaccel.lower.mathlib_names")     # the name tables only
 
 @numba.njit
 def g(x):

@@ -16,7 +16,7 @@ from ..interp import _scalar_value
 from ..ops import get_op
 from ..trace.symbolic import has_sym, resolve
 from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, block_count, buffer_args,
-                          colreduce_source, flat_or_copy, flat_view, load_source, map_source,
+                          colreduce_source, flat_or_copy, flat_view, load_kernels, map_source,
                           red_ufunc, reduce_source)
 from .cpu_wrapper import CompiledWrapper, Unsupported
 from .cpu_rows import RowStep
@@ -74,7 +74,7 @@ class MapStep:
         m = self.mods.get(key)
         if m is None:
             src, _, _ = map_source(self.graph, self.k, rank, patterns)
-            m = self.mods[key] = load_source(src)
+            m = self.mods[key] = load_kernels(src)
         return m
 
     def __call__(self, vals, env):
@@ -143,7 +143,7 @@ class ReduceStep:
         if m is None:
             src, _, _, acc = reduce_source(self.graph, self.k, rank, n_kept, patterns)
             self.sources.append(src)
-            m = self.mods[key] = (load_source(src), acc)
+            m = self.mods[key] = (load_kernels(src), acc)
         return m
 
     def _call(self, kind, views, sargs, out, count, size):
@@ -199,7 +199,7 @@ class ReduceStep:
         m = self.mods.get(key)
         if m is None:
             src, _, _, acc = colreduce_source(self.graph, self.k, len(shape), n_red, patterns)
-            m = self.mods[key] = (load_source(src), acc)
+            m = self.mods[key] = (load_kernels(src), acc)
         mod, acc = m
         total = int(np.prod(shape))
         kshape = shape[n_red:]

@@ -4,7 +4,7 @@ Operands and outputs are flat buffers with unsigned element strides, as in
 ``cpu_codegen`` (every array operand is viewed at the group's FULL shape; row values are
 read at their row's base offset). A kernel runs the rows ``[lo, hi)`` with scratch
 tiles of its own (``cpu_threads.launch`` splits the rows between threads). Per row: for
-each level of reductions one pass over the row in tiles of ``rowlib.TILE`` (the tile's
+each level of reductions one pass over the row in tiles of ``TILE`` (the tile's
 values are computed by a vectorizable loop, then reduced by ``rowlib``), then one pass
 storing the full outputs.
 """
@@ -14,10 +14,23 @@ import numpy as np
 
 from .cpu_codegen import (_PRELUDE, KERNEL_DECORATOR, _acc_dtype, _load, _offset, _pattern,
                           _store, acc_cast, acc_comb, acc_init, acc_result, body_lines,
-                          buffer_args, flat_or_copy, flat_view, load_source, red_ufunc)
+                          buffer_args, flat_or_copy, flat_view, load_kernels, red_ufunc)
 from .cpu_threads import launch
 from .render import literal, reg_dtype
-from .rowlib import TILE, tile_fn
+
+# elements of a row reduced per tile (the scratch tile's length)
+TILE = 1024
+
+
+def tile_fn(uf: str, acc_dt) -> str:
+    """The helper reducing a tile of ``acc_dt`` with ufunc ``uf``."""
+    if np.dtype(acc_dt).kind == "b":
+        return {"logical_or": "tile_any", "maximum": "tile_any",
+                "logical_and": "tile_all", "minimum": "tile_all"}[uf]
+    f = np.dtype(acc_dt).kind == "f"
+    return {"add": "tile_sum", "multiply": "tile_prod", "maximum": "tile_max" if f else
+            "tile_imax", "minimum": "tile_min" if f else "tile_imin"}[uf]
+
 
 _ROWLIB = "from numaccel.lower.rowlib import (tile_sum, tile_prod, tile_max, tile_min, " \
           "tile_imax, tile_imin, tile_any, tile_all)\n"
@@ -230,7 +243,7 @@ class RowStep:
         m = self.mods.get(patterns)
         if m is None:
             src, arrays, scalars = row_source(self.g, self.grp, patterns)
-            m = self.mods[patterns] = (load_source(src), arrays, scalars)
+            m = self.mods[patterns] = (load_kernels(src), arrays, scalars)
         return m
 
     def __call__(self, vals, env):

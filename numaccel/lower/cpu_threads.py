@@ -21,10 +21,9 @@ Example::
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
-
-import numba
 
 from ..config import config
 
@@ -35,7 +34,22 @@ _pool_lock = threading.Lock()
 
 def num_threads() -> int:
     """Threads a large kernel launch uses (the calling thread included)."""
-    return max(1, config.num_threads or numba.config.NUMBA_NUM_THREADS)
+    return max(1, config.num_threads or _numba_threads())
+
+
+def _numba_threads() -> int:
+    # Numba's NUMBA_NUM_THREADS, without importing Numba (kernels from the native cache
+    # run in processes that never import it): the variable, else the CPUs we may use
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        return numba.config.NUMBA_NUM_THREADS
+    env = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if env:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def _get_pool(workers: int) -> ThreadPoolExecutor:

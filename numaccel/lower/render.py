@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mathlib import SOURCE_NAMES
+from .mathlib_names import SOURCE_NAMES
 
 NARROW = {"float16", "bfloat16"}
 

@@ -1,6 +1,6 @@
 """Vectorized reductions of a scratch tile, called by row kernels (``cpu_rows``).
 
-A kernel computes a reduction's inputs for up to TILE elements of a row into a scratch
+A kernel computes a reduction's inputs for up to ``cpu_rows.TILE`` elements of a row into a scratch
 tile (a plain vectorized loop), then reduces the tile here. Floating-point sums may be
 reassociated (``fastmath={'reassoc'}``: LLVM then vectorizes them; within tolerance of
 NumPy's own pairwise summation, and the accumulator is float64 for float inputs). No
@@ -12,7 +12,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-TILE = 1024
 
 
 @numba.njit(cache=True, fastmath={"reassoc", "nsz"})
@@ -127,11 +126,3 @@ def tile_all(t, m):
     return c == 0
 
 
-def tile_fn(uf: str, acc_dt) -> str:
-    """The helper reducing a tile of ``acc_dt`` with ufunc ``uf``."""
-    if np.dtype(acc_dt).kind == "b":
-        return {"logical_or": "tile_any", "maximum": "tile_any",
-                "logical_and": "tile_all", "minimum": "tile_all"}[uf]
-    f = np.dtype(acc_dt).kind == "f"
-    return {"add": "tile_sum", "multiply": "tile_prod", "maximum": "tile_max" if f else
-            "tile_imax", "minimum": "tile_min" if f else "tile_imin"}[uf]
