@@ -42,7 +42,7 @@ from ..config import config
 FORMAT = 1
 _lock = threading.RLock()
 _engine = None            # (ExecutionEngine, llvmlite.binding) once created
-_loaded: dict = {}        # entry path -> ctypes function (one load per process)
+_loaded: dict = {}        # entry path and content hash -> ctypes function
 _DEFINED = ("NRT_MemInfo_alloc_aligned", "NRT_MemInfo_call_dtor", "NRT_Free",
             "NRT_adapt_ndarray_from_python", "numba_gil_ensure", "numba_gil_release",
             "numba_do_raise", "numba_unpickle", "numba_runtime_build_excinfo_struct")
@@ -253,6 +253,10 @@ def load(path: str):
         if not ok:
             _remove(path)
             return None
+        fn = _loaded.get(meta["sha256"])
+        if fn is not None:        # the same code from another cache directory: loaded
+            _loaded[path] = fn
+            return fn
         e = meta["entry"]
         ee, llvm = _get_engine()
         if not _resolvable(e["externals"], llvm):
@@ -264,7 +268,8 @@ def load(path: str):
         if not addr:
             return None
         fn = ctypes.CFUNCTYPE(ctypes.c_int, *_argtypes(e["params"]))(addr)
-        _loaded[path] = fn
+        # an engine must not get the same symbols twice: memo by content too
+        _loaded[path] = _loaded[meta["sha256"]] = fn
         return fn
 
 
@@ -354,7 +359,9 @@ def export(disp, args, path: str):
     ir = lib.get_llvm_str()
     externals = sorted(set(_DECLARE.findall(ir)) | set(_EXTERNAL.findall(ir)))
     fn = cres.fndesc.llvm_func_name
-    tname = "numaccel_tramp_" + hashlib.sha256(path.encode()).hexdigest()[:20]
+    # named by the code it calls: identical entries (another cache directory) are one
+    tname = "numaccel_tramp_" + hashlib.sha256(
+        obj + repr((fn, params)).encode()).hexdigest()[:20]
     entry = {"fn": fn, "tramp": tname, "params": params, "externals": externals,
              "tramp_ir": _trampoline(fn, tname, params)}
     body = json.dumps(entry, sort_keys=True).encode()
@@ -423,7 +430,7 @@ class NativeKernel:
 
 def loaded_entries() -> int:
     """How many native entries this process has loaded (for tests and ``explain``)."""
-    return len(_loaded)
+    return len(set(map(id, _loaded.values())))
 
 
 __all__ = ["NativeKernel", "arg_key", "enabled", "entry_path", "export", "load",
