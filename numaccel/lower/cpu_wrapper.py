@@ -18,6 +18,7 @@ from ..trace.symbolic import has_sym
 from .cpu_codegen import (_PRELUDE, _acc_dtype, _load, _small_power, _store, acc_cast,
                           acc_comb, acc_init, acc_result, body_lines, load_source, red_ufunc)
 from .render import NARROW, cast, literal, reg_dtype, render, supported
+from .reroll import reroll
 
 # the largest node (elements) a compiled-wrapper graph may have. The wrapper's loops
 # are serial, on the calling thread: it is for graphs whose cost is per step (~13 us a
@@ -418,7 +419,7 @@ class CompiledWrapper:
         gen.run()
         params = [p for p, _ in gen.params]
         src = _PRELUDE + "\n@numba.njit(cache=True, error_model='numpy')\n" \
-            f"def entry({', '.join(params)}):\n" + "\n".join(gen.lines) + "\n"
+            f"def entry({', '.join(params)}):\n" + "\n".join(reroll(gen.lines)) + "\n"
         self.source = src
         self.mod = load_source(src)
         self.entry = self.mod.entry
