@@ -118,3 +118,14 @@ def test_dynamic_shapes_reuse_one_row_kernel(rng):
         np.testing.assert_allclose(f(x), softmax(x), rtol=2e-5, atol=1e-7)
     assert f.cache_info().compiles == 1
     assert len(rows_of(f)) == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_inf_at_the_start_of_a_tile(dtype):
+    # a tile reduction once started from t[0] - t[0]: NaN for a row (or a tile of a long
+    # row) beginning with +-inf instead of NumPy's +-inf
+    x = np.random.default_rng(5).standard_normal((6, 2100)).astype(dtype)
+    x[1, 0], x[2, 0], x[3, 1024], x[4, 0], x[4, 1] = np.inf, -np.inf, np.inf, np.inf, -np.inf
+    check(lambda x: (x * 2).sum(axis=1, keepdims=True) + x, x, reds=[1])
+    check(lambda x: np.abs(x).prod(axis=-1, keepdims=True) * x, np.clip(x, -1.001, 1.001),
+          reds=[1], rtol=1e-4)

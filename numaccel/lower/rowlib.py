@@ -16,16 +16,19 @@ import numpy as np
 
 @numba.njit(cache=True, fastmath={"reassoc", "nsz"})
 def tile_sum(t, m):
-    acc = t[0] - t[0]
-    for j in range(m):
+    """sum of t[:m] (m >= 1). Starts from t[0], not from a zero made as t[0] - t[0]:
+    that is NaN when t[0] is +-inf."""
+    acc = t[0]
+    for j in range(1, m):
         acc += t[j]
     return acc
 
 
 @numba.njit(cache=True, fastmath={"reassoc", "nsz"})
 def tile_prod(t, m):
-    acc = t[0] - t[0] + 1
-    for j in range(m):
+    """product of t[:m] (m >= 1), from t[0] (as tile_sum)."""
+    acc = t[0]
+    for j in range(1, m):
         acc *= t[j]
     return acc
 
