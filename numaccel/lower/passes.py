@@ -45,55 +45,15 @@ def _decomposable_var(n: Node, graph: Graph) -> bool:
     return all(isinstance(d, int) for d in red)   # count - ddof as a literal
 
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _matvec(n: Node, graph: Graph) -> bool:
-    """A float matrix-vector product (2-D @ 1-D or 1-D @ 2-D) of one dtype: memory-bound,
-    so a fused reduction (one pass over the matrix, its producers and consumers fused
-    in) beats a BLAS gemv call between kernels. Matrix products keep BLAS."""
-    if n.op != "matmul" or n.attrs:
-        return False
-    a, b = (graph.nodes[i].aval for i in n.inputs)
-    return (a.dtype == b.dtype == n.aval.dtype and n.aval.dtype in _FLOATS
-            and sorted((a.ndim, b.ndim)) == [1, 2] and not a.weak and not b.weak)
-
-
-def _add_matvec(g: Graph, n: Node, graph: Graph, inputs) -> int:
-    """``A @ v`` -> sum(A * v, axis=1); ``v @ A`` and ``A.T @ v`` (A a transposed view)
-    -> sum(A * v[:, None], axis=0): the reduced axis is the matrix's leading one, so the
-    column-reduction kernel reads it contiguously."""
-    (ia, ib), (na, nb) = inputs, (graph.nodes[i] for i in n.inputs)
-    dt = n.aval.dtype
-    if na.aval.ndim == 2 and na.op == "transpose" and graph.nodes[na.inputs[0]].aval.ndim == 2:
-        mat, vec, axis = g.nodes[ia].inputs[0], ib, 0       # (X.T) @ v == v @ X
-        mshape = graph.nodes[na.inputs[0]].aval.shape
-    elif na.aval.ndim == 2:
-        mat, vec, axis, mshape = ia, ib, 1, na.aval.shape
-    else:
-        mat, vec, axis, mshape = ib, ia, 0, nb.aval.shape
-    if axis == 0:
-        col = (mshape[0], 1)
-        vec = g.add("reshape", [vec], {"shape": col}, AVal(col, dt)).id
-    prod = g.add("multiply", [mat, vec], {}, AVal(tuple(mshape), dt))
-    return g.add("ufunc_reduce", [prod.id], {"ufunc": "add", "axis": (axis,),
-                                             "keepdims": False, "dtype": None},
-                 n.aval, n.scalar).id
-
-
 def decompose(graph: Graph) -> Graph:
     """var/std -> mean, subtract, multiply, mean (ddof 0) or add-reduce / (count - ddof),
-    and sqrt: NumPy's two-pass ``_var`` step by step, so results agree to rounding.
-    Matrix-vector products -> multiply + add-reduce (``_matvec``)."""
-    if not any(_decomposable_var(n, graph) or _matvec(n, graph) for n in graph.nodes):
+    and sqrt: NumPy's two-pass ``_var`` step by step, so results agree to rounding."""
+    if not any(_decomposable_var(n, graph) for n in graph.nodes):
         return graph
     g = Graph()
     remap = {}
     for n in graph.nodes:
         inputs = tuple(remap[i] for i in n.inputs)
-        if _matvec(n, graph):
-            remap[n.id] = _add_matvec(g, n, graph, inputs)
-            continue
         if not _decomposable_var(n, graph):
             new = g.add(n.op, inputs, n.attrs, n.aval, n.scalar)
             if n.id in graph.consts:
