@@ -39,7 +39,7 @@ import numpy as np
 
 from ..config import config
 
-FORMAT = 1
+FORMAT = 2
 _lock = threading.RLock()
 _engine = None            # (ExecutionEngine, llvmlite.binding) once created
 _loaded: dict = {}        # entry path and content hash -> ctypes function
@@ -132,7 +132,8 @@ _layout_checked: bool | None = None
 
 def _layout_ok() -> bool:
     """The trampolines read ``data``/``nd``/``dimensions``/``strides`` at offsets 16, 24,
-    32 and 40 of a ``PyArrayObject`` (a default CPython build): check it once."""
+    32 and 40 of a ``PyArrayObject``, and the value of a NumPy scalar or a Python float
+    at offset 16 (a default CPython build): check it once."""
     global _layout_checked
     if _layout_checked is None:
         a = np.zeros((3, 5), np.float32)[:, ::2]
@@ -140,26 +141,44 @@ def _layout_ok() -> bool:
         rd = ctypes.c_int64.from_address
         try:
             dims, strides = rd(base + 32).value, rd(base + 40).value
+            scalars = [(np.float64(1.5), ctypes.c_double), (2.5, ctypes.c_double),
+                       (np.float32(-0.75), ctypes.c_float), (np.uint64(2**63 + 5),
+                                                             ctypes.c_uint64),
+                       (np.int16(-3), ctypes.c_int16), (np.bool_(True), ctypes.c_bool)]
             _layout_checked = (rd(base + 16).value == a.ctypes.data
                                and ctypes.c_int32.from_address(base + 24).value == 2
                                and (rd(dims).value, rd(dims + 8).value) == a.shape
-                               and (rd(strides).value, rd(strides + 8).value) == a.strides)
+                               and (rd(strides).value, rd(strides + 8).value) == a.strides
+                               and all(ct.from_address(id(v) + 16).value == v
+                                       for v, ct in scalars))
         except Exception:  # noqa: BLE001 - any surprise: the native path stays off
             _layout_checked = False
     return _layout_checked
 
 
+_BY_VALUE = (int, float, bool, np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
+             np.uint16, np.uint32, np.uint64, np.float32, np.float64)
+_SCALAR_TYPES = frozenset(_BY_VALUE)
+# ndarray.flags.num bits Numba's typeof looks at: C_CONTIGUOUS, F_CONTIGUOUS (the
+# layout), ALIGNED, WRITEABLE
+_FLAG_BITS = 0x1 | 0x2 | 0x100 | 0x400
+_I64 = 1 << 63
+
+
 def arg_key(args) -> tuple | None:
-    """The argument types as Numba's ``typeof`` distinguishes them, or None when an
-    argument is of a kind the native path does not take."""
+    """The argument types as Numba's ``typeof`` distinguishes them (dtype, ndim, layout
+    and flag bits of arrays; the type of scalars), or None when an argument is of a kind
+    the native path does not take. On every launch: kept cheap."""
     key = []
     for a in args:
         t = type(a)
         if t is np.ndarray:
-            f = a.flags
-            key.append((a.dtype, a.ndim, "C" if f.c_contiguous else
-                        "F" if f.f_contiguous else "A", f.writeable, f.aligned))
-        elif t in (int, float, bool) or isinstance(a, np.generic):
+            key.append((a.dtype, a.ndim, a.flags.num & _FLAG_BITS))
+        elif t is int:
+            if not -_I64 <= a < _I64:       # Numba types these otherwise; ctypes wraps
+                return None
+            key.append(int)
+        elif t in _SCALAR_TYPES:
             key.append(t)
         else:
             return None
@@ -167,8 +186,8 @@ def arg_key(args) -> tuple | None:
 
 
 def _key_text(key) -> str:
-    return repr(tuple((k[0].str, *k[1:]) if isinstance(k, tuple) else k.__name__
-                      for k in key))
+    return repr(tuple((k[0].str, *k[1:]) if isinstance(k, tuple) else
+                      f"{k.__module__}.{k.__name__}" for k in key))
 
 
 def _cpu() -> str:
@@ -227,7 +246,7 @@ def _resolvable(names, llvm) -> bool:
 
 
 def _argtypes(params):
-    return [ctypes.py_object if p[0] == "a" else
+    return [ctypes.py_object if p[0] in "ap" else
             ctypes.c_bool if p[1] == "bool" else
             (_UNSIGNED if p[1] == "unsigned" else _SCALARS)[p[2]] for p in params]
 
@@ -295,13 +314,18 @@ def _params(disp, args):
     for ty, a in zip(tys, args):
         if isinstance(ty, types.Array) and type(a) is np.ndarray and not a.dtype.hasobject:
             params.append(["a", ty.ndim, a.dtype.itemsize])
+        elif type(a) is int and ty != types.int64:
+            return None, None
         elif isinstance(ty, (types.Integer, types.Float, types.Boolean)):
             llty = str(ctx.get_argument_type(ty))
             if llty not in _SCALARS:
                 return None, None
             kind = ("bool" if isinstance(ty, types.Boolean) else "unsigned"
                     if isinstance(ty, types.Integer) and not ty.signed else "")
-            params.append(["s", kind, llty])
+            # NumPy scalars and Python floats go as the object (the trampoline loads
+            # the value): ctypes' own conversion of them costs ~0.3 us each
+            by_ref = isinstance(a, np.generic) or type(a) is float
+            params.append(["p" if by_ref else "s", kind, llty])
         else:
             return None, None
     return cres, params
@@ -316,6 +340,13 @@ def _trampoline(fn: str, tname: str, params) -> str:
             sig.append(f"{p[2]} %a{i}")
             decl.append(p[2])
             call.append(f"{p[2]} %a{i}")
+            continue
+        if p[0] == "p":       # a scalar object: its value at offset 16
+            sig.append(f"ptr %a{i}")
+            body += [f"  %a{i}.vp = getelementptr i8, ptr %a{i}, i64 16",
+                     f"  %a{i}.v = load {p[2]}, ptr %a{i}.vp"]
+            decl.append(p[2])
+            call.append(f"{p[2]} %a{i}.v")
             continue
         nd, isz = p[1], p[2]
         sig.append(f"ptr %a{i}")
@@ -408,7 +439,11 @@ class NativeKernel:
             fn = self._resolve(key, args)
             if fn is None:
                 return None        # ran through Numba
-        if fn(*args):
+        try:
+            status = fn(*args)
+        except ctypes.ArgumentError:    # e.g. a Python int beyond int64: Numba decides
+            return self.dispatcher()(*args)
+        if status:
             # the kernel raised (status != 0): Numba's dispatcher raises the real error
             self.dispatcher()(*args)
         return None
