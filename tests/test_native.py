@@ -32,6 +32,11 @@ def _is_native(fn) -> bool:
     return isinstance(fn, ctypes._CFuncPtr)
 
 
+def _fresh(km):
+    """The same kernels as a new process sees them (nothing loaded through Numba)."""
+    return cpu_codegen.KernelModule(km._src, km.key, km.path)
+
+
 SCALE = """
 def kernel(a, o, s32, s64, flag, u, i, lo, hi):
     for r in range(lo, hi):
@@ -54,12 +59,14 @@ def test_scalar_types_and_layouts(cache, flag):
     for x in (a, a[:, ::2], np.asfortranarray(a), a[1:1], a[::-1]):
         x.flags.writeable = x is not a      # readonly and writeable arrays: two keys
         o = np.zeros(x.shape, np.float64)
-        km.kernel(x, o, *scalars, 0, x.shape[0])     # first: through Numba, then stored
+        km.kernel(x, o, *scalars, 0, x.shape[0])     # through Numba, entry stored
+        km2 = _fresh(km)
         o2 = np.zeros(x.shape, np.float64)
-        km.kernel(x, o2, *scalars, 0, x.shape[0])    # second: native
+        km2.kernel(x, o2, *scalars, 0, x.shape[0])   # a new process: native
         np.testing.assert_allclose(o, ref(x), rtol=1e-6)
         np.testing.assert_array_equal(o2, o)
-        assert _is_native(km.kernel.calls[native.arg_key((x, o2, *scalars, 0, 1))])
+        assert _is_native(km2.kernel.calls[native.arg_key((x, o2, *scalars, 0, 1))])
+        assert not _is_native(km.kernel.calls[native.arg_key((x, o2, *scalars, 0, 1))])
     layouts = {k[0][2] & 3 for k in km.kernel.calls if k is not None}
     assert layouts == {0, 1, 2, 3}          # A, C, F, and 1-D empty (C and F)
     assert len(list(cache.glob("kernels/*.o"))) == len(km.kernel.calls)
@@ -151,11 +158,13 @@ def test_kernel_error_raises_through_numba(cache):
     a = np.arange(6.0)
     o = np.empty_like(a)
     km.kernel(a, o, 0, 6)
+    km = _fresh(km)
     km.kernel(a, o, 0, 6)
     np.testing.assert_array_equal(o, a * 2)
+    assert any(_is_native(f) for f in km.kernel.calls.values())
     b = a - 3
     with pytest.raises(ValueError, match="negative input"):
-        km.kernel(b, o, 0, 6)
+        km.kernel(b, o, 0, 6)       # native returns a status; Numba raises the error
 
 
 def test_scratch_allocation_and_threads(cache, monkeypatch):
@@ -174,7 +183,8 @@ def test_scratch_allocation_and_threads(cache, monkeypatch):
     monkeypatch.setattr(config, "parallel_min", 1)
     monkeypatch.setattr(config, "num_threads", 3)
     a = np.random.default_rng(1).standard_normal((101, 33))
-    for _ in range(3):
+    for i in range(3):
+        km = _fresh(km) if i == 1 else km
         o = np.full(101, np.nan)
         launch(km.kernel, [a, o], 101, a.size)
         np.testing.assert_allclose(o, (a * a).sum(axis=1), rtol=1e-12)
