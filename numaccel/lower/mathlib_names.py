@@ -36,4 +36,3 @@ _BINARY = ["arctan2", "power", "logaddexp", "logaddexp2", "hypot"]
 #: NumPy ufunc name (or numaccel op name) -> base attribute name in this module.
 SOURCE_NAMES: dict[str, str] = {n: n for n in _UNARY + _BINARY + ["powi"]}
 SOURCE_NAMES.update({"float_power": "power", "expit": "sigmoid"})
-

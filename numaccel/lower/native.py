@@ -156,9 +156,9 @@ def _layout_ok() -> bool:
     return _layout_checked
 
 
-_BY_VALUE = (int, float, bool, np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
-             np.uint16, np.uint32, np.uint64, np.float32, np.float64)
-_SCALAR_TYPES = frozenset(_BY_VALUE)
+_SCALAR_TYPES = frozenset((float, bool, np.bool_, np.int8, np.int16, np.int32, np.int64,
+                           np.uint8, np.uint16, np.uint32, np.uint64, np.float32,
+                           np.float64))        # and int, within int64 (arg_key)
 # ndarray.flags.num bits Numba's typeof looks at: C_CONTIGUOUS, F_CONTIGUOUS (the
 # layout), ALIGNED, WRITEABLE
 _FLAG_BITS = 0x1 | 0x2 | 0x100 | 0x400
@@ -376,17 +376,18 @@ _DECLARE = re.compile(r'^declare [^@]*@"?([\w.$]+)"?\(', re.M)
 _EXTERNAL = re.compile(r'^@"?([\w.$]+)"? = external', re.M)
 
 
-def export(disp, args, path: str):
+def export(disp, args, path: str) -> bool:
     """Store the native entry of Numba dispatcher ``disp``'s overload for ``args`` at
-    ``path`` and load it; None when the kernel is not one the native path takes."""
+    ``path`` (for later processes: this one keeps ``disp``); False when the kernel is
+    not one the native path takes."""
     cres, params = _params(disp, args)
     if cres is None:
-        return None
+        return False
     lib = cres.library
     try:
         obj = lib._get_compiled_object()
     except Exception:  # noqa: BLE001 - Numba without object caching: stay on Numba
-        return None
+        return False
     ir = lib.get_llvm_str()
     externals = sorted(set(_DECLARE.findall(ir)) | set(_EXTERNAL.findall(ir)))
     fn = cres.fndesc.llvm_func_name
@@ -407,8 +408,8 @@ def export(disp, args, path: str):
             json.dump(meta, f)
         os.replace(path + tmp, path)
     except OSError:
-        return None
-    return load(path)
+        return False
+    return True
 
 
 class NativeKernel:
@@ -440,11 +441,7 @@ class NativeKernel:
             fn = self._resolve(key, args)
             if fn is None:
                 return None        # ran through Numba
-        try:
-            status = fn(*args)
-        except ctypes.ArgumentError:    # e.g. a Python int beyond int64: Numba decides
-            return self.dispatcher()(*args)
-        if status:
+        if fn(*args):
             # the kernel raised (status != 0): Numba's dispatcher raises the real error
             self.dispatcher()(*args)
         return None

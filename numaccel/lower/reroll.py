@@ -125,29 +125,18 @@ def _roll(lines, body, texts, s, p, n):
     older = set().union(*defs[:-1])
     after = lines[body[s + n * p][0]:] if s + n * p < len(body) else \
         lines[body[-1][1]:]
-    fixed = []
-    for ln in after:
-        def sub(m):
-            key = (m.group(1), int(m.group(2)))
-            if key in last:
-                return m.group(1) + str(last[key])
-            if key in older:
-                raise _Abort
-            return m.group(0)
-        try:
-            fixed.append(_NAME.sub(sub, ln))
-        except _Abort:
-            return None
+    if any((m.group(1), int(m.group(2))) in older
+           for ln in after for m in _NAME.finditer(ln)):
+        return None
+    fixed = [_NAME.sub(lambda m: m.group(1) + str(last.get((m.group(1), int(m.group(2))),
+                                                            m.group(2))), ln)
+             for ln in after]
     head = lines[:body[s + p][0]]              # everything up to block 1: block 0 verbatim
     loop = [f"    for _it in range(1, {n}):"]
     loop += ["    " + ln for ln in template.split("\n")]
     loop += [f"        q{pre}{v} = {pre}{v}" for pre, v in carried]
     init = [f"    q{pre}{v} = {pre}{v}" for pre, v in carried]
     return head + init + loop + fixed
-
-
-class _Abort(Exception):
-    pass
 
 
 def _split(name):
