@@ -130,20 +130,50 @@ def corpus_like(rng):
 
 # ------------------------------------------------------------------------------ the cache
 
-def test_a_segment_compiles_on_its_second_sighting(knobs):
+def test_segments_of_a_call_compile_at_its_end_and_are_ready_for_the_next(knobs):
     knobs(segmented_mode="trace")
     f = numaccel.accelerate(one_break)
     x = np.arange(1.0, 5.0)
     assert_same(f(x), one_break(x))
     info = f.cache_info()
-    assert info.compiles == 0 and info.graph_breaks == 1    # both pieces interpreted
+    # both pieces ran on the interpreter, then compiled (and ran once) as the call ended
+    assert info.compiles == 2 and info.graph_breaks == 1
+    assert f.segments.compile_s > 0
     assert_same(f(x), one_break(x))
-    assert f.cache_info().compiles == 2                     # now compiled ...
+    assert f.cache_info().compiles == 2
+    assert f.segments.compile_s == 0        # nothing left to JIT or load in call 2
     for _ in range(3):
         assert_same(f(x), one_break(x))
     assert f.cache_info().compiles == 2                     # ... once
-    assert_same(f(-x), one_break(-x))                       # the other branch: new piece
+    assert_same(f(-x), one_break(-x))                       # the other branch: new piece,
+    assert f.cache_info().compiles == 3                     # compiled as that call ends
+    assert_same(f(-x), one_break(-x))
+
+
+def test_a_higher_threshold_compiles_in_a_later_call(knobs):
+    knobs(segmented_mode="trace", segment_compile_after=3)
+    f = numaccel.accelerate(one_break)
+    x = np.arange(1.0, 5.0)
+    assert_same(f(x), one_break(x))
+    assert f.cache_info().compiles == 0     # seen once, plus the call's end: 2 < 3
+    assert_same(f(x), one_break(x))
     assert f.cache_info().compiles == 2
+    assert_same(f(x), one_break(x))
+
+
+def test_a_failed_call_compiles_nothing_at_its_end(knobs):
+    knobs(segmented_mode="trace")
+
+    def g(x):
+        y = x * 2.0
+        if y.sum() > 0:
+            raise ValueError("positive")
+        return y
+
+    f = numaccel.accelerate(g)
+    with pytest.raises(ValueError, match="positive"):
+        f(np.ones(3))
+    assert f.cache_info().compiles == 0
 
 
 def test_compile_after_one_is_the_old_behaviour(knobs):
@@ -187,14 +217,15 @@ def test_loop_variant_slices_are_not_compiled_per_iteration(knobs, rng):
     assert f.cache_info().compiles <= 8, f.cache_info()
 
 
-def test_churn_limit_off_compiles_segments_seen_in_two_calls(knobs, rng):
+def test_churn_limit_off_compiles_every_segment_as_the_first_call_ends(knobs, rng):
     knobs(segmented_mode="trace", segment_churn_limit=10 ** 9)
     f = numaccel.accelerate(chunked)
     sig = rng.standard_normal((2, 12 * 16))
     f(sig, 16, 1.0, 1.5)
     first = f.cache_info().compiles
+    assert first >= 12      # one segment per block at least, each seen once
     assert_same(f(sig, 16, 1.0, 1.5), chunked(sig, 16, 1.0, 1.5), rtol=1e-12)
-    assert f.cache_info().compiles >= first + 12
+    assert f.cache_info().compiles == first
 
 
 def test_small_segments_stay_on_the_interpreter(knobs):
@@ -282,6 +313,20 @@ def test_auto_mode_times_both_ways_and_stays_correct(knobs, rng):
     info = f.cache_info()
     # the first calls trace (and compile), then plain NumPy is timed at least twice
     assert info.hits == 69 and info.graph_breaks >= 3
+
+
+def test_policy_goes_eager_at_once_when_tracing_alone_costs_more_than_numpy():
+    from numaccel.trace.segments import Policy
+    # first call: 1 s, of which 10 ms in NumPy and segments: tracing overhead ~ 0.99 s
+    hopeless = Policy(estimate=0.01, first=1.0)
+    assert [hopeless.eager_next() for _ in range(3)] == [True] * 3
+    hopeless.calls = 31
+    assert hopeless.eager_next() is False      # the periodic probe re-traces once
+    # tracing costs less than NumPy's time: the next call re-traces, then both are timed
+    promising = Policy(estimate=0.5, first=0.6)
+    assert promising.eager_next() is False
+    promising.record(False, 0.2)
+    assert promising.eager_next() is False     # traced 0.2 s beats the 0.5 s estimate
 
 
 def test_bad_mode_is_a_clear_error(knobs):

@@ -15,7 +15,7 @@ from ..backends import get_backend
 from ..config import config, log
 from ..ir import AVal
 from .pytree import flatten, flatten_args, unflatten
-from .segments import SEGMENT_CACHE_MAX, Policy, Segment, graph_key, work
+from .segments import Policy, SegmentRunner
 from .symbolic import Sym, evaluate, render
 from .tracer import PY_KIND, GraphBreakError, TraceState, TracedArray
 
@@ -164,15 +164,10 @@ class Accelerated:
         self.dynamic = dynamic
         self.fullgraph = fullgraph
         self.entries: list = []
-        self.segment_cache: dict = {}       # tracer's segment key -> _Segment
-        self._segment_by_graph: dict = {}   # pruned graph's key -> _Segment
-        self._call_no = 0
-        self._new_segments = 0      # segments first seen in the current call
-        self._compile_s = 0.0
-        self._churning = False      # some call made more than config.segment_churn_limit
+        self._counts = dict(hits=0, misses=0, compiles=0, graph_breaks=0, recompiles=0)
+        self.segments = SegmentRunner(backend, self._compile, self._counts)
         self._dyn: set = set()
         self._first_shapes: dict = {}
-        self._counts = dict(hits=0, misses=0, compiles=0, graph_breaks=0, recompiles=0)
         self._warned_limit = False
         self.last_trace: Optional[TraceState] = None
         self._explaining = None
@@ -191,9 +186,7 @@ class Accelerated:
     def reset(self) -> None:
         """Drop every compiled entry (e.g. after rebinding a global array it reads)."""
         self.entries.clear()
-        self.segment_cache.clear()
-        self._segment_by_graph.clear()
-        self._churning = False
+        self.segments.clear()
         self._dyn.clear()
         self._first_shapes.clear()
 
@@ -237,7 +230,7 @@ class Accelerated:
             pol.record(True, time.perf_counter() - t0)
             return res
         res = self._trace_and_run(e.tree, leaves, set(), segmented=True)[0]
-        pol.record(False, time.perf_counter() - t0 - self._compile_s)
+        pol.record(False, time.perf_counter() - t0 - self.segments.compile_s)
         return res
 
     def _finish(self, e, leaves, outs):
@@ -309,84 +302,19 @@ class Accelerated:
                                           f"{k} changed {a} -> {b}; making it dynamic")
                         self._dyn.add((k, d))
 
-    def _run_segment(self, graph, values, key, donate=frozenset()):
-        """Run one segment of a broken graph (``key``: its structure, from the tracer).
-
-        A segment is compiled by the backend the ``config.segment_compile_after``-th time
-        its key (structure plus input shapes and dtypes) is seen, and only when its ops
-        touch at least ``config.segment_min_elements`` elements; until then, or for good,
-        the reference interpreter runs it. Loop-variant segments (a slice bound that
-        changes every iteration) so cost no compilation each, and tiny ones no kernel
-        launches. ``donate``: inputs the segment may overwrite (``TraceState.donatable``),
-        used where the run accepts them (the reference interpreter)."""
-        key = (key, tuple((v.shape, v.dtype) if isinstance(v, (np.ndarray, np.generic))
-                          else type(v) for v in values))
-        slot = self.segment_cache.get(key)
-        if slot is None:
-            if len(self.segment_cache) >= SEGMENT_CACHE_MAX:
-                self._drop_cold_segments()
-            # the tracer's key is cheap but can tell apart graphs that prune to the same
-            # one (dead nodes shift ids): those share one slot, found by the pruned key
-            g = graph.prune()
-            gkey = (graph_key(g), key[1])
-            slot = self._segment_by_graph.get(gkey)
-            if slot is None:
-                self._new_segments += 1
-                slot = self._segment_by_graph[gkey] = Segment(
-                    g, get_backend("numpy").compile(g), work(g))
-            self.segment_cache[key] = slot
-        if not slot.compiled:
-            slot.seen += 1
-            if slot.call != self._call_no:
-                slot.call, slot.in_call = self._call_no, 0
-            slot.in_call += 1
-            # a function that makes many new segments per call (a loop-variant constant in
-            # each) compiles only the ones that repeat within a call
-            if self.backend_name == "numpy" or slot.seen >= config.segment_compile_after \
-                    and slot.work >= config.segment_min_elements \
-                    and (slot.in_call >= 2 or not self._churning):
-                self._counts["compiles"] += 1
-                t0 = time.perf_counter()
-                slot.run = self._compile(slot.graph)
-                self._compile_s += time.perf_counter() - t0
-                slot.compiled = True
-        try:
-            if slot.compiled and slot.seen_run == 0:
-                # a backend may finish compiling on the first run (Numba's lazy dispatch):
-                # that run counts as compile time, not as time the segment takes
-                t0 = time.perf_counter()
-                out = slot.run(values, {})
-                slot.seen_run = 1
-                self._compile_s += time.perf_counter() - t0
-                return out
-            if donate and getattr(slot.run, "donates", False):
-                return slot.run(values, {}, donate)
-            return slot.run(values, {})
-        except Exception:  # noqa: BLE001
-            if self.backend_name == "numpy" or not slot.compiled:
-                raise
-            slot.run = get_backend("numpy").compile(slot.graph)
-            return slot.run(values, {})
-
-    def _drop_cold_segments(self):
-        # a function whose segments never repeat (a loop-variant constant in each) must
-        # not grow its cache without bound: forget the ones never compiled
-        for cache in (self.segment_cache, self._segment_by_graph):
-            for k in [k for k, v in cache.items() if not v.compiled]:
-                del cache[k]
-
     def _trace_and_run(self, tree, leaves, dyn, segmented=False):
-        self._call_no += 1
-        self._new_segments = 0
-        self._compile_s = 0.0       # seconds spent compiling segments in this call
+        self.segments.begin_call()
+        self._t_call = time.perf_counter()
+        completed = False
         try:
-            return self._trace_and_run1(tree, leaves, dyn, segmented)
+            out = self._trace_and_run1(tree, leaves, dyn, segmented)
+            completed = True
+            return out
         finally:
-            if self._new_segments > config.segment_churn_limit:
-                self._churning = True
+            self.segments.end_call(completed)
 
     def _trace_and_run1(self, tree, leaves, dyn, segmented):
-        st = TraceState(fullgraph=self.fullgraph, run_segment=self._run_segment,
+        st = TraceState(fullgraph=self.fullgraph, run_segment=self.segments.run,
                         fn_name=self.fn.__qualname__, segmented=segmented)
         self.last_trace = st
         sym_of_size, dims_of = {}, []
@@ -529,7 +457,10 @@ class Accelerated:
                        if isinstance(x, np.ndarray) else _spec_of(x, ()) for x in leaves]
             # plain NumPy would have spent about the time this call spent in NumPy and
             # in segments (less compiling); the tracing around it is what re-tracing adds
-            e.policies[_shapes(leaves)] = Policy(max(st.suspended_s - self._compile_s, 0.0))
+            compile_s = self.segments.compile_s
+            e.policies[_shapes(leaves)] = Policy(
+                max(st.suspended_s - compile_s, 0.0),
+                time.perf_counter() - self._t_call - compile_s)
             self.entries.append(e)
         with st.suspended():
             return self._finish(e, leaves, outs)

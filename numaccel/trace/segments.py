@@ -6,9 +6,16 @@
 * ``infer_cached``: shape rules memoized for static shapes.
 * ``Segment`` / ``Policy``: what ``Accelerated`` keeps per segment (how to run it, how often
   it was seen) and per segmented entry (re-trace or plain NumPy, by measured time).
+* ``SegmentRunner``: the segment cache of one accelerated function and when its segments
+  compile.
 """
 from __future__ import annotations
 
+import time
+
+import numpy as np
+
+from ..backends import get_backend
 from ..config import config
 from ..ops import get_op
 from . import symbolic
@@ -116,12 +123,13 @@ class Policy:
     their compile time. The losing way runs once more every ``_PROBE_EVERY`` calls: the
     data (iteration counts, branches) or the machine's load may change the balance."""
 
-    __slots__ = ("traced", "eager", "estimate", "calls")
+    __slots__ = ("traced", "eager", "estimate", "first", "calls")
 
-    def __init__(self, estimate=None):
+    def __init__(self, estimate=None, first=None):
         self.traced = []        # seconds of the last two traced calls (less compiling)
         self.eager = []         # seconds of the last two plain NumPy calls
         self.estimate = estimate
+        self.first = first      # seconds of the first (tracing) call, less compiling
         self.calls = 0
 
     def eager_next(self) -> bool:
@@ -132,9 +140,15 @@ class Policy:
         if mode != "auto":
             return mode == "eager"
         self.calls += 1
-        if not self.traced:
-            return False
         eager = min(self.eager) if self.eager else self.estimate
+        if not self.traced:
+            # only the first call was traced. Its time outside NumPy and segments is
+            # tracing overhead (plus one-off work): where that alone is well over what
+            # NumPy needs, re-tracing cannot win (a while loop of small steps)
+            if eager is None or self.first is None or self.estimate is None:
+                return False
+            hopeless = self.first - self.estimate > 1.5 * eager
+            return hopeless and self.calls % _PROBE_EVERY != 0
         if eager is None:
             return True
         eager_wins = eager < min(self.traced)
@@ -147,6 +161,139 @@ class Policy:
         samples = self.eager if eager else self.traced
         samples.append(seconds)
         del samples[:-2]
+
+
+class SegmentRunner:
+    """The segments of one accelerated function: cached by structure, run by the reference
+    interpreter until they prove to repeat, then by the backend.
+
+    A segment compiles the ``config.segment_compile_after``-th time its key (structure plus
+    input shapes and dtypes) is seen, and only when its ops touch at least
+    ``config.segment_min_elements`` elements. A call that met at most
+    ``config.segment_churn_limit`` new segments counts, at its end, as one more sighting of
+    each segment it ran once (the next call will most likely meet them again): those that
+    reach the threshold compile then, and run once on the inputs they had, so that the
+    next call finds them ready (lazy JIT and cache loads included) instead of paying for
+    that in its own time. Loop-variant segments (a slice bound that changes every
+    iteration) so cost no compilation each, and tiny ones no kernel launches."""
+
+    def __init__(self, backend_name, compile_fn, counts):
+        self.backend_name = backend_name
+        self._compile_graph = compile_fn      # graph -> run (the backend, with fallback)
+        self._counts = counts
+        self.cache: dict = {}           # tracer's segment key -> Segment
+        self.by_graph: dict = {}        # pruned graph's key -> Segment
+        self.call_no = 0
+        self.new_segments = 0           # segments first seen in the current call
+        self.compile_s = 0.0            # seconds spent compiling in the current call
+        self.churning = False           # some call made more than segment_churn_limit
+        self._once = {}                 # id(slot) -> (slot, inputs): ran once this call
+        self._donated: set = set()      # ids of inputs handed to a segment this call
+
+    def clear(self):
+        self.cache.clear()
+        self.by_graph.clear()
+        self.churning = False
+
+    def begin_call(self):
+        self.call_no += 1
+        self.new_segments = 0
+        self.compile_s = 0.0
+        self._once.clear()
+        self._donated.clear()
+
+    def end_call(self, completed: bool):
+        """Book-keeping after a call; ``completed``: it ran to its end."""
+        once, self._once = self._once, {}
+        churned = self.new_segments > config.segment_churn_limit
+        if churned:
+            self.churning = True
+        if not completed or churned or self.churning or self.backend_name == "numpy" \
+                or config.segmented_mode == "eager":    # its segments will not run again
+            return
+        for slot, values in once.values():
+            if slot.compiled or slot.in_call != 1 or slot.call != self.call_no:
+                continue
+            slot.seen += 1
+            if slot.seen < config.segment_compile_after or \
+                    slot.work < config.segment_min_elements:
+                continue
+            t0 = time.perf_counter()
+            self._compile(slot)
+            # inputs a later segment may have overwritten (donated) are not run on
+            if not any(id(v) in self._donated for v in values):
+                try:
+                    slot.run(values, {})
+                    slot.seen_run = 1
+                except Exception:  # noqa: BLE001  (the next real run decides)
+                    pass
+            self.compile_s += time.perf_counter() - t0
+
+    def _compile(self, slot):
+        self._counts["compiles"] += 1
+        slot.run = self._compile_graph(slot.graph)
+        slot.compiled = True
+
+    def run(self, graph, values, key, donate=frozenset()):
+        """Run one segment of a broken graph (``key``: its structure, from the tracer;
+        ``donate``: inputs it may overwrite, used where the run accepts them)."""
+        key = (key, tuple((v.shape, v.dtype) if isinstance(v, (np.ndarray, np.generic))
+                          else type(v) for v in values))
+        slot = self.cache.get(key)
+        if slot is None:
+            if len(self.cache) >= SEGMENT_CACHE_MAX:
+                self._drop_cold()
+            # the tracer's key is cheap but can tell apart graphs that prune to the same
+            # one (dead nodes shift ids): those share one slot, found by the pruned key
+            g = graph.prune()
+            gkey = (graph_key(g), key[1])
+            slot = self.by_graph.get(gkey)
+            if slot is None:
+                self.new_segments += 1
+                slot = self.by_graph[gkey] = Segment(
+                    g, get_backend("numpy").compile(g), work(g))
+            self.cache[key] = slot
+        if not slot.compiled:
+            slot.seen += 1
+            if slot.call != self.call_no:
+                slot.call, slot.in_call = self.call_no, 0
+            slot.in_call += 1
+            # a function that makes many new segments per call (a loop-variant constant
+            # in each) compiles only the ones that repeat within a call
+            if self.backend_name == "numpy" or slot.seen >= config.segment_compile_after \
+                    and slot.work >= config.segment_min_elements \
+                    and (slot.in_call >= 2 or not self.churning):
+                t0 = time.perf_counter()
+                self._compile(slot)
+                self.compile_s += time.perf_counter() - t0
+            elif slot.in_call == 1 and len(self._once) < config.segment_churn_limit:
+                self._once[id(slot)] = (slot, values)
+        if donate:
+            self._donated.update(id(values[i]) for i in donate)
+        try:
+            if slot.compiled and slot.seen_run == 0:
+                # a backend may finish compiling on the first run (Numba's lazy dispatch):
+                # that run counts as compile time, not as time the segment takes
+                t0 = time.perf_counter()
+                out = slot.run(values, {})
+                slot.seen_run = 1
+                self.compile_s += time.perf_counter() - t0
+                return out
+            if donate and getattr(slot.run, "donates", False):
+                return slot.run(values, {}, donate)
+            return slot.run(values, {})
+        except Exception:  # noqa: BLE001
+            if self.backend_name == "numpy" or not slot.compiled:
+                raise
+            slot.run = get_backend("numpy").compile(slot.graph)
+            return slot.run(values, {})
+
+    def _drop_cold(self):
+        # a function whose segments never repeat (a loop-variant constant in each) must
+        # not grow its cache without bound: forget the ones never compiled
+        for cache in (self.cache, self.by_graph):
+            for k in [k for k, v in cache.items() if not v.compiled]:
+                del cache[k]
 
 
 def graph_key(g) -> tuple:
