@@ -24,6 +24,8 @@ from .cpu_threads import launch
 from .passes import decompose, fuse, simplify
 from .rows import boundary, row_groups
 from .unmask import unmask
+from .topk import rewrite_topk
+from .unroll import unroll_small_reductions
 from . import pool
 
 # ------------------------------------------------------------------------------ the wrapper
@@ -354,7 +356,8 @@ class CompiledGraph:
     in place into buffers that are dead after a step (scatter of a time-loop step)."""
 
     def __init__(self, graph: Graph):
-        self.graph = g = simplify(unmask(decompose(graph)))
+        self.graph = g = simplify(unmask(rewrite_topk(unroll_small_reductions(
+            decompose(graph)))))
         kinds, mat, kernels = fuse(g)
         groups = row_groups(g, kinds, kernels)
         for _ in range(3):

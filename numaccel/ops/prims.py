@@ -528,3 +528,4 @@ _reg("imag", "elementwise", np.imag,
      lambda avals: AVal(avals[0].shape, np.imag(dummy(avals[0], 0)).dtype))
 
 from . import search  # noqa: E402,F401  (registers searchsorted and its CPU kernel)
+from . import sorting  # noqa: E402,F401  (registers sort, argsort, argsort_topk)

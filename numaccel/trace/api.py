@@ -457,9 +457,11 @@ class Accelerated:
                        if isinstance(x, np.ndarray) else _spec_of(x, ()) for x in leaves]
             # plain NumPy would have spent about the time this call spent in NumPy and
             # in segments (less compiling); the tracing around it is what re-tracing adds
+            # (less the segment cache's own work on new segments: a loop that makes a
+            # new segment per iteration spends more there than in NumPy)
             compile_s = self.segments.compile_s
             e.policies[_shapes(leaves)] = Policy(
-                max(st.suspended_s - compile_s, 0.0),
+                max(st.suspended_s - compile_s - self.segments.overhead_s, 0.0),
                 time.perf_counter() - self._t_call - compile_s)
             self.entries.append(e)
         with st.suspended():

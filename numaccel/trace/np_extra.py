@@ -154,3 +154,39 @@ def searchsorted(a, v, side="left", sorter=None):
 
 
 METHODS["searchsorted"] = searchsorted      # a.searchsorted(v, side, sorter)
+
+
+def _sort_args(a, axis, kind, order, stable):
+    if order is not None:
+        raise Unhandled("order= (structured arrays)")
+    if stable is not None:
+        if kind is not None:
+            raise Unhandled("NumPy raises the error")
+        kind = "stable" if stable else None
+    st = _st_of(a)
+    a = st.lift(a)
+    if a.ndim == 0:
+        raise Unhandled("a 0-d array")
+    return st, a, None if axis is None else normalize_axis(axis, a.ndim), kind
+
+
+@handles(np.sort)
+def sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    st, a, axis, kind = _sort_args(a, axis, kind, order, stable)
+    return st.op("sort", [a], axis=axis, kind=kind)
+
+
+@handles(np.argsort)
+def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    st, a, axis, kind = _sort_args(a, axis, kind, order, stable)
+    return st.op("argsort", [a], axis=axis, kind=kind)
+
+
+def _method_sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    if axis is None:
+        raise Unhandled("NumPy raises the error")     # ndarray.sort has no axis=None
+    a[...] = sort(a, axis, kind, order, stable=stable)
+
+
+METHODS["argsort"] = argsort
+METHODS["sort"] = _method_sort

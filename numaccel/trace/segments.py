@@ -186,6 +186,7 @@ class SegmentRunner:
         self.call_no = 0
         self.new_segments = 0           # segments first seen in the current call
         self.compile_s = 0.0            # seconds spent compiling in the current call
+        self.overhead_s = 0.0           # ... and keying and recording new segments
         self.churning = False           # some call made more than segment_churn_limit
         self._once = {}                 # id(slot) -> (slot, inputs): ran once this call
         self._donated: set = set()      # ids of inputs handed to a segment this call
@@ -199,6 +200,7 @@ class SegmentRunner:
         self.call_no += 1
         self.new_segments = 0
         self.compile_s = 0.0
+        self.overhead_s = 0.0
         self._once.clear()
         self._donated.clear()
 
@@ -241,6 +243,7 @@ class SegmentRunner:
                           else type(v) for v in values))
         slot = self.cache.get(key)
         if slot is None:
+            t0 = time.perf_counter()
             if len(self.cache) >= SEGMENT_CACHE_MAX:
                 self._drop_cold()
             # the tracer's key is cheap but can tell apart graphs that prune to the same
@@ -253,6 +256,7 @@ class SegmentRunner:
                 slot = self.by_graph[gkey] = Segment(
                     g, get_backend("numpy").compile(g), work(g))
             self.cache[key] = slot
+            self.overhead_s += time.perf_counter() - t0
         if not slot.compiled:
             slot.seen += 1
             if slot.call != self.call_no:
