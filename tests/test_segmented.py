@@ -322,6 +322,9 @@ def test_policy_goes_eager_at_once_when_tracing_alone_costs_more_than_numpy():
     assert [hopeless.eager_next() for _ in range(3)] == [True] * 3
     hopeless.calls = 31
     assert hopeless.eager_next() is False      # the periodic probe re-traces once
+    # tracing alone (0.5 s) over NumPy's 0.4 s: traced >= 0.5 s whatever segments cost
+    assert Policy(estimate=0.4, first=0.9).eager_next() is True
+    assert Policy(estimate=0.4, first=0.7).eager_next() is False
     # tracing costs less than NumPy's time: the next call re-traces, then both are timed
     promising = Policy(estimate=0.5, first=0.6)
     assert promising.eager_next() is False

@@ -143,11 +143,11 @@ class Policy:
         eager = min(self.eager) if self.eager else self.estimate
         if not self.traced:
             # only the first call was traced. Its time outside NumPy and segments is
-            # tracing overhead (plus one-off work): where that alone is well over what
-            # NumPy needs, re-tracing cannot win (a while loop of small steps)
+            # tracing overhead: where that alone is over what NumPy needs, re-tracing
+            # cannot win (a while loop of small steps), however fast the segments run
             if eager is None or self.first is None or self.estimate is None:
                 return False
-            hopeless = self.first - self.estimate > 1.5 * eager
+            hopeless = self.first - self.estimate > eager
             return hopeless and self.calls % _PROBE_EVERY != 0
         if eager is None:
             return True
