@@ -130,3 +130,18 @@ def test_literal_powers_equal_numpy(e, dtype):
     ulp = np.spacing(np.abs(ref[fin]).astype(dtype))
     err = np.abs(got[fin].astype(np.float64) - ref[fin].astype(np.float64))
     assert (err <= 2 * ulp.astype(np.float64)).all(), err.max()
+
+
+def test_symbolic_leading_dim_with_a_short_static_axis(rng):
+    def f(x, c):
+        return ((x - c[np.newaxis, :]) ** 2).sum(axis=-1) + x.max(axis=1)
+
+    acc = numaccel.accelerate(f, backend="cpu")
+    c = rng.standard_normal(3)
+    for n in (5, 9, 17):
+        x = rng.standard_normal((n, 3))
+        numaccel.mark_dynamic(x, 0)
+        assert_same(acc(x, c), f(x, c))
+    assert acc.cache_info().compiles == 1        # one graph, symbolic in dim 0
+    kinds = step_kinds(acc)
+    assert not {"ReduceStep", "RowStep"} & set(kinds), kinds

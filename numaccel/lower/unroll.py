@@ -101,7 +101,9 @@ def _slice(g: Graph, nid: int, axis: int, i: int, budget) -> int:
             if axis < lead:                 # broadcast from the left: not indexed
                 ins.append(j)
             else:
-                ins.append(_slice(g, j, axis - lead, 0 if a.shape[axis - lead] == 1 else i,
+                # a broadcast dim is 1 (sizes 0 and 1 are never symbolic: no Sym compare)
+                d = a.shape[axis - lead]
+                ins.append(_slice(g, j, axis - lead, 0 if type(d) is int and d == 1 else i,
                                   budget))
         return g.add(n.op, ins, n.attrs, AVal(rshape, n.aval.dtype, n.aval.weak)).id
     index = tuple(i if j == axis else slice(None) for j in range(len(shape)))
