@@ -36,6 +36,26 @@ def test_elementwise_chain_fuses_into_one_kernel(dtype, rng):
     assert [type(s).__name__ for s in run.steps] == ["MapStep"]
 
 
+def test_a_value_shared_by_one_kernel_is_not_stored(rng):
+    """``nb`` feeds two comparisons that meet again in one expression: computed once in
+    that kernel, no buffer (Game of Life), also through chains of shared values."""
+    b = (rng.random((40, 50)) < 0.3).astype(np.uint8)
+
+    def life(b):
+        nb = b[:-2, 1:-1] + b[2:, 1:-1] + b[1:-1, :-2] + b[1:-1, 2:]
+        alive = b[1:-1, 1:-1] == 1
+        return ((nb == 3) & ~alive | alive & ((nb == 2) | (nb == 3))).astype(np.uint8)
+
+    acc = cpu(life, b)
+    assert [type(s).__name__ for s in kernels_of(acc).steps].count("MapStep") == 1
+    x = rng.standard_normal((30, 7))
+    acc = cpu(lambda x: (lambda t: np.sin(t) + np.cos(t) * t)(x * 2.0 - 1.0), x)
+    assert [type(s).__name__ for s in kernels_of(acc).steps] == ["MapStep"]
+    # consumers in different kernels (an output and a reduction): the value is stored
+    acc = cpu(lambda x: (lambda t: (t, (t * t).sum(axis=0)))(np.exp(x)), x)
+    assert [type(s).__name__ for s in kernels_of(acc).steps].count("MapStep") == 1
+
+
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64", "uint64", "bool"])
 def test_integer_and_bool_semantics(dtype, rng):
     x = (rng.integers(0, 100, (6, 7)) if dtype != "bool" else rng.random((6, 7)) > .5)

@@ -7,7 +7,8 @@ never stored) and the caller's standardisation ``(x - mu) / sd`` reuses the mean
 Fusion plan: elementwise nodes the renderer supports are grouped into loop kernels.
 A node gets its own buffer (is *materialized*) when it is an output, is used by
 something that is not a same-shape elementwise op or reduction, or is used more than
-once (so expensive subexpressions are not recomputed). Each materialized elementwise node
+once (so expensive subexpressions are not recomputed) by more than one kernel (uses that
+all end in one kernel share the value it computes once). Each materialized elementwise node
 is the root of a kernel that computes its non-materialized producers inline; each
 fusible reduction is a kernel that computes its producers inline while accumulating.
 Movement ops that NumPy does as views (basic slicing, transpose, broadcast_to, reshape,
@@ -204,6 +205,7 @@ def fuse(graph: Graph, force=()):
             ok = False
         if not ok:
             mat.add(n.id)
+    _inline_shared(graph, kinds, consumers, outputs, mat, set(force))
     kernels = {}
     for n in graph.nodes:
         k = kinds[n.id]
@@ -212,6 +214,44 @@ def fuse(graph: Graph, force=()):
             _collect(graph, kinds, mat, n.id, body, operands, set(), top=True)
             kernels[n.id] = Kernel("map" if k == "ew" else "reduce", n.id, body, operands)
     return kinds, mat, kernels
+
+
+def _inline_shared(graph, kinds, consumers, outputs, mat, force):
+    """Un-materialize an elementwise node whose consumers all end up in one kernel
+    (``nb`` in ``(nb == 3) | (nb == 2)``): that kernel computes it once (its body holds
+    each node once), so a buffer would only add a store and a load per element.
+
+    One sweep in reverse topological order: ``root[i]`` is the kernel that computes
+    ``i`` (itself when materialized or a reduction, else the one root all its consumers
+    share, or None), so chains of shared nodes resolve from the consumers up."""
+    root = {}
+    for n in reversed(graph.nodes):
+        nid, k = n.id, kinds[n.id]
+        if k == "red" or (nid in mat and k != "ew"):
+            root[nid] = nid
+            continue
+        if k != "ew":
+            root[nid] = None
+            continue
+        shape = str(n.aval.shape)
+        rs = set()
+        for c in consumers[nid]:
+            if kinds[c] == "ew" and str(graph.nodes[c].aval.shape) == shape:
+                rs.add(root[c])
+            elif kinds[c] == "red" and graph.nodes[c].inputs[0] == nid:
+                rs.add(c)
+            else:
+                rs.add(None)
+        shared = rs.pop() if len(rs) == 1 else None
+        if nid in mat:
+            if shared is not None and nid not in force and nid not in outputs and \
+                    len(consumers[nid]) > 1 and all(kinds[c] == "ew" for c in consumers[nid]):
+                mat.discard(nid)
+                root[nid] = shared
+            else:
+                root[nid] = nid
+        else:
+            root[nid] = shared
 
 
 def _collect(graph, kinds, mat, nid, body, operands, seen, top=False):
