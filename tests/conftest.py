@@ -77,3 +77,27 @@ def check_np(fn, *args, backend=None, fullgraph=False, calls=2, rtol=None, atol=
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def step_wrapper():
+    """Kernel tests (``pytestmark = pytest.mark.usefixtures("step_wrapper")``): small
+    inputs would otherwise run through the compiled wrapper (tested in
+    test_cpu_wrapper.py), not the kernels and steps these tests inspect."""
+    numaccel.config.compiled_wrapper = False
+    yield
+    numaccel.config.compiled_wrapper = True
+
+
+def cpu(fn, *args, **kw):
+    """``check_np`` on the cpu backend."""
+    return check_np(fn, *args, backend="cpu", **kw)
+
+
+def kernels_of(acc):
+    """The compiled steps of ``acc``'s last entry (failing if it fell back to the
+    reference interpreter)."""
+    run = acc.entries[-1].run
+    assert hasattr(run, "steps"), "the cpu backend fell back to the reference interpreter"
+    return run
+

@@ -5,26 +5,10 @@ import pytest
 import numaccel
 from numaccel.lower.passes import fuse, simplify
 
-from conftest import BF16, assert_same, check_np
+from conftest import BF16, assert_same, check_np, cpu, kernels_of
 
 
-@pytest.fixture(autouse=True)
-def step_wrapper():
-    """These tests are about the kernels and their steps: small inputs would otherwise
-    run through the compiled wrapper (tested in test_cpu_wrapper.py)."""
-    numaccel.config.compiled_wrapper = False
-    yield
-    numaccel.config.compiled_wrapper = True
-
-
-def cpu(fn, *args, **kw):
-    return check_np(fn, *args, backend="cpu", **kw)
-
-
-def kernels_of(acc):
-    run = acc.entries[-1].run
-    assert hasattr(run, "steps"), "the cpu backend fell back to the reference interpreter"
-    return run
+pytestmark = pytest.mark.usefixtures("step_wrapper")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", BF16])

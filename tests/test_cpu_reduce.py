@@ -6,19 +6,10 @@ import pytest
 import numaccel
 from numaccel.lower.passes import decompose
 
-from conftest import BF16, check_np
+from conftest import BF16, check_np, cpu
 
 
-@pytest.fixture(autouse=True)
-def step_wrapper():
-    # small inputs would otherwise run through the compiled wrapper (its own tests)
-    numaccel.config.compiled_wrapper = False
-    yield
-    numaccel.config.compiled_wrapper = True
-
-
-def cpu(fn, *args, **kw):
-    return check_np(fn, *args, backend="cpu", **kw)
+pytestmark = pytest.mark.usefixtures("step_wrapper")
 
 
 def steps_of(acc):

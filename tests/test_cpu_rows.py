@@ -7,19 +7,13 @@ import numpy as np
 import pytest
 
 import numaccel
-from numaccel.config import config
 
 from conftest import assert_same
 
 BF16 = ml_dtypes.bfloat16
 
 
-@pytest.fixture(autouse=True)
-def step_wrapper():
-    # small test arrays would otherwise run through the compiled wrapper (no row kernels)
-    config.compiled_wrapper = False
-    yield
-    config.compiled_wrapper = True
+pytestmark = pytest.mark.usefixtures("step_wrapper")
 
 
 def rows_of(f):

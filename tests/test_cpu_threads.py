@@ -20,12 +20,7 @@ from conftest import assert_same
 T = 1000          # the lowered threshold (elements)
 
 
-@pytest.fixture(autouse=True)
-def step_wrapper():
-    # small test arrays would otherwise run through the compiled wrapper (no kernels)
-    config.compiled_wrapper = False
-    yield
-    config.compiled_wrapper = True
+pytestmark = pytest.mark.usefixtures("step_wrapper")
 
 
 @pytest.fixture

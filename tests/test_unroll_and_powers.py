@@ -6,25 +6,14 @@ import pytest
 import numaccel
 from numaccel.lower.unroll import MAX_LEN
 
-from conftest import assert_same, check_np
+from conftest import assert_same, cpu, kernels_of
 
 
-@pytest.fixture(autouse=True)
-def step_wrapper():
-    """Kernels and steps, not the compiled wrapper (small inputs would take it)."""
-    numaccel.config.compiled_wrapper = False
-    yield
-    numaccel.config.compiled_wrapper = True
-
-
-def cpu(fn, *args, **kw):
-    return check_np(fn, *args, backend="cpu", **kw)
+pytestmark = pytest.mark.usefixtures("step_wrapper")
 
 
 def step_kinds(acc):
-    run = acc.entries[-1].run
-    assert hasattr(run, "steps"), "the cpu backend fell back to the reference interpreter"
-    return [type(s).__name__ for s in run.steps]
+    return [type(s).__name__ for s in kernels_of(acc).steps]
 
 
 def special(rng, shape, dtype):

@@ -46,57 +46,69 @@ def _decomposable_var(n: Node, graph: Graph) -> bool:
     return all(isinstance(d, int) for d in red)   # count - ddof as a literal
 
 
+def rewrite_nodes(graph: Graph, expand) -> Graph:
+    """A copy of ``graph`` in which ``expand(g, n, inputs)`` may replace node ``n``: it
+    adds the replacement to the new graph ``g`` (``inputs``: n's inputs there) and
+    returns its id, or returns None to copy ``n`` (and its constant) as it is."""
+    g = Graph()
+    remap = {}
+    for n in graph.nodes:
+        inputs = tuple(remap[i] for i in n.inputs)
+        new = expand(g, n, inputs)
+        if new is None:
+            new = g.add(n.op, inputs, n.attrs, n.aval, n.scalar).id
+            if n.id in graph.consts:
+                g.consts[new] = graph.consts[n.id]
+        remap[n.id] = new
+    g.outputs = [remap[i] for i in graph.outputs]
+    return g
+
+
 def decompose(graph: Graph) -> Graph:
     """var/std -> mean, subtract, multiply, mean (ddof 0) or add-reduce / (count - ddof),
     and sqrt: NumPy's two-pass ``_var`` step by step, so results agree to rounding."""
     if not any(_decomposable_var(n, graph) for n in graph.nodes):
         return graph
-    g = Graph()
-    remap = {}
-    for n in graph.nodes:
-        inputs = tuple(remap[i] for i in n.inputs)
-        if not _decomposable_var(n, graph):
-            new = g.add(n.op, inputs, n.attrs, n.aval, n.scalar)
-            if n.id in graph.consts:
-                g.consts[new.id] = graph.consts[n.id]
-            remap[n.id] = new.id
-            continue
-        x = inputs[0]
-        src = graph.nodes[n.inputs[0]].aval
-        axis = n.attrs.get("axis")
-        axes = range(src.ndim) if axis is None else axis
-        kshape = tuple(1 if i in axes else d for i, d in enumerate(src.shape))
-        # attrs as the tracer writes a caller's x.mean(axis), so that CSE can merge them
-        ax = {"axis": None if axis is None else tuple(axis), "dtype": None}
-        rax = {} if axis is None else {"axis": tuple(axis)}     # x.sum() has no axis attr
-        keep = bool(n.attrs.get("keepdims", False))
-        vshape = n.aval.shape
-        # the mean as the caller writes it (keepdims=False), so that CSE merges it with
-        # the caller's own x.mean(axis) of a standardisation; a reshape (a view) keeps dims
-        mshape = tuple(d for i, d in enumerate(src.shape) if i not in axes)
-        m0 = g.add("mean", [x], {**ax, "keepdims": False}, AVal(mshape, src.dtype),
-                   not mshape)      # NumPy returns a scalar there, and so did the tracer
-        mu = g.add("reshape", [m0.id], {"shape": kshape}, AVal(kshape, src.dtype))
-        d = g.add("subtract", [x, mu.id], {}, src)
-        sq = g.add("multiply", [d.id, d.id], {}, src)
-        ddof = n.attrs.get("ddof", 0)
-        if ddof == 0:
-            v = g.add("mean", [sq.id], {**ax, "keepdims": keep},
-                      AVal(vshape, src.dtype), n.scalar)
-        else:
-            count = 1
-            for a in axes:
-                count *= src.shape[a]
-            s_ = g.add("ufunc_reduce", [sq.id], {**rax, "keepdims": keep, "ufunc": "add"},
-                       AVal(vshape, src.dtype))
-            c = g.add("scalar", [], {"value": max(count - ddof, 0), "dtype": None,
-                                     "weak": "int"}, AVal((), np.int64, weak="int"))
-            v = g.add("divide", [s_.id, c.id], {}, AVal(vshape, src.dtype), n.scalar)
-        if n.op == "std":
-            v = g.add("sqrt", [v.id], {}, AVal(vshape, src.dtype), n.scalar)
-        remap[n.id] = v.id
-    g.outputs = [remap[i] for i in graph.outputs]
-    return g
+    return rewrite_nodes(graph, lambda g, n, inputs: _var_steps(graph, g, n, inputs)
+                         if _decomposable_var(n, graph) else None)
+
+
+def _var_steps(graph, g, n, inputs):
+    """The nodes of one var/std in ``g``; returns the result's id."""
+    x = inputs[0]
+    src = graph.nodes[n.inputs[0]].aval
+    axis = n.attrs.get("axis")
+    axes = range(src.ndim) if axis is None else axis
+    kshape = tuple(1 if i in axes else d for i, d in enumerate(src.shape))
+    # attrs as the tracer writes a caller's x.mean(axis), so that CSE can merge them
+    ax = {"axis": None if axis is None else tuple(axis), "dtype": None}
+    rax = {} if axis is None else {"axis": tuple(axis)}     # x.sum() has no axis attr
+    keep = bool(n.attrs.get("keepdims", False))
+    vshape = n.aval.shape
+    # the mean as the caller writes it (keepdims=False), so that CSE merges it with
+    # the caller's own x.mean(axis) of a standardisation; a reshape (a view) keeps dims
+    mshape = tuple(d for i, d in enumerate(src.shape) if i not in axes)
+    m0 = g.add("mean", [x], {**ax, "keepdims": False}, AVal(mshape, src.dtype),
+               not mshape)      # NumPy returns a scalar there, and so did the tracer
+    mu = g.add("reshape", [m0.id], {"shape": kshape}, AVal(kshape, src.dtype))
+    d = g.add("subtract", [x, mu.id], {}, src)
+    sq = g.add("multiply", [d.id, d.id], {}, src)
+    ddof = n.attrs.get("ddof", 0)
+    if ddof == 0:
+        v = g.add("mean", [sq.id], {**ax, "keepdims": keep},
+                  AVal(vshape, src.dtype), n.scalar)
+    else:
+        count = 1
+        for a in axes:
+            count *= src.shape[a]
+        s_ = g.add("ufunc_reduce", [sq.id], {**rax, "keepdims": keep, "ufunc": "add"},
+                   AVal(vshape, src.dtype))
+        c = g.add("scalar", [], {"value": max(count - ddof, 0), "dtype": None,
+                                 "weak": "int"}, AVal((), np.int64, weak="int"))
+        v = g.add("divide", [s_.id, c.id], {}, AVal(vshape, src.dtype), n.scalar)
+    if n.op == "std":
+        v = g.add("sqrt", [v.id], {}, AVal(vshape, src.dtype), n.scalar)
+    return v.id
 
 
 def simplify(graph: Graph) -> Graph:

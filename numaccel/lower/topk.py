@@ -7,6 +7,7 @@ data has many ties, whose order NumPy leaves open but users compare.
 from __future__ import annotations
 
 from ..graph import Graph
+from .passes import rewrite_nodes
 from ..ops.sorting import TOPK_DTYPES
 
 _MAX_FRACTION = 4       # k at most a quarter of the row
@@ -46,16 +47,12 @@ def rewrite_topk(graph: Graph) -> Graph:
         consumers[o] += 1
     if not any(_topk_of(n, graph, consumers) for n in graph.nodes if n.op == "getitem"):
         return graph
-    g = Graph()
-    remap = {}
-    for n in graph.nodes:
+    def expand(g, n, inputs):
         hit = _topk_of(n, graph, consumers)
         if hit is None:
-            new = g.add(n.op, tuple(remap[i] for i in n.inputs), n.attrs, n.aval, n.scalar)
-            if n.id in graph.consts:
-                g.consts[new.id] = graph.consts[n.id]
-        else:
-            new = g.add("argsort_topk", (remap[hit[0]],), {"k": hit[1]}, n.aval)
-        remap[n.id] = new.id
-    g.outputs = [remap[i] for i in graph.outputs]
-    return g.prune()
+            return None
+        # the argsort (inputs[0], dead after this) reads x: its own input
+        return g.add("argsort_topk", (g.nodes[inputs[0]].inputs[0],), {"k": hit[1]},
+                     n.aval).id
+
+    return rewrite_nodes(graph, expand).prune()

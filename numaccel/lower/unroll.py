@@ -21,6 +21,7 @@ import numpy as np
 from ..graph import Graph
 from ..ir import AVal
 from ..ops import get_op
+from .passes import rewrite_nodes
 
 MAX_LEN = 4          # reduced axes up to this (static) length are unrolled
 _MAX_PUSH = 32       # elementwise nodes a slice may be pushed through, per reduction
@@ -53,36 +54,30 @@ def _unrollable(n, graph) -> bool:
 def unroll_small_reductions(graph: Graph) -> Graph:
     if not any(_unrollable(n, graph) for n in graph.nodes):
         return graph
-    g = Graph()
-    remap = {}
-    for n in graph.nodes:
-        inputs = tuple(remap[i] for i in n.inputs)
-        if not _unrollable(n, graph):
-            new = g.add(n.op, inputs, n.attrs, n.aval, n.scalar)
-            if n.id in graph.consts:
-                g.consts[new.id] = graph.consts[n.id]
-            remap[n.id] = new.id
-            continue
-        src = g.nodes[inputs[0]]
-        axis = n.attrs["axis"][0]
-        k = src.aval.shape[axis]
-        budget = [_MAX_PUSH]
-        parts = [_slice(g, src.id, axis, i, budget) for i in range(k)]
-        op = "add" if n.op == "mean" else n.attrs["ufunc"]
-        rshape = tuple(d for j, d in enumerate(src.aval.shape) if j != axis)
-        acc = parts[0]
-        for p in parts[1:]:
-            acc = g.add(op, (acc, p), {"dtype": None}, AVal(rshape, src.aval.dtype)).id
-        if n.op == "mean":
-            c = g.add("scalar", [], {"value": k, "dtype": None, "weak": "int"},
-                      AVal((), np.int64, weak="int"))
-            acc = g.add("divide", (acc, c.id), {"dtype": None},
-                        AVal(rshape, src.aval.dtype)).id
-        if tuple(map(str, n.aval.shape)) != tuple(map(str, rshape)):    # keepdims
-            acc = g.add("reshape", (acc,), {"shape": tuple(n.aval.shape)}, n.aval).id
-        remap[n.id] = acc
-    g.outputs = [remap[i] for i in graph.outputs]
-    return g
+    return rewrite_nodes(graph, lambda g, n, inputs: _unrolled(g, n, inputs)
+                         if _unrollable(n, graph) else None)
+
+
+def _unrolled(g: Graph, n, inputs) -> int:
+    """The elementwise combination of the slices of one short-axis reduction in ``g``."""
+    src = g.nodes[inputs[0]]
+    axis = n.attrs["axis"][0]
+    k = src.aval.shape[axis]
+    budget = [_MAX_PUSH]
+    parts = [_slice(g, src.id, axis, i, budget) for i in range(k)]
+    op = "add" if n.op == "mean" else n.attrs["ufunc"]
+    rshape = tuple(d for j, d in enumerate(src.aval.shape) if j != axis)
+    acc = parts[0]
+    for p in parts[1:]:
+        acc = g.add(op, (acc, p), {"dtype": None}, AVal(rshape, src.aval.dtype)).id
+    if n.op == "mean":
+        c = g.add("scalar", [], {"value": k, "dtype": None, "weak": "int"},
+                  AVal((), np.int64, weak="int"))
+        acc = g.add("divide", (acc, c.id), {"dtype": None},
+                    AVal(rshape, src.aval.dtype)).id
+    if tuple(map(str, n.aval.shape)) != tuple(map(str, rshape)):    # keepdims
+        acc = g.add("reshape", (acc,), {"shape": tuple(n.aval.shape)}, n.aval).id
+    return acc
 
 
 def _slice(g: Graph, nid: int, axis: int, i: int, budget) -> int:
