@@ -38,6 +38,7 @@ _LAZY = {
     "GraphBreakError": ("numaccel.trace.tracer", "GraphBreakError"),
     "Accelerated": ("numaccel.trace.api", "Accelerated"),
     "mark_dynamic": ("numaccel.trace.api", "mark_dynamic"),
+    "wait_for_compiles": ("numaccel.trace.background", "wait_for_compiles"),
     "ckpt": ("numaccel.ckpt", None),
     "nn": ("numaccel.nn", None),
     "sparse": ("numaccel.sparse", None),

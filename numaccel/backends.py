@@ -22,6 +22,10 @@ class Backend:
 
     name: str = "?"
     capabilities: frozenset = frozenset()
+    #: True: ``compile`` and the compiled run may happen on numaccel's background compile
+    #: thread while the reference interpreter runs the first calls (see
+    #: ``numaccel.config.background_compile``)
+    compiles_in_background: bool = False
 
     def is_available(self) -> bool:
         return True

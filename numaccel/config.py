@@ -22,9 +22,9 @@ def _env_parallel_min() -> int:
     return int(os.environ.get("NUMACCEL_PARALLEL_MIN") or 1 << 18)
 
 
-def _env_native() -> bool:
-    return os.environ.get("NUMACCEL_NATIVE_KERNELS", "1").strip().lower() not in (
-        "0", "false", "no", "off")
+def _env_flag(name: str):
+    # on unless the variable says 0/false/no/off
+    return lambda: os.environ.get(name, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 LOG_KINDS = frozenset({"recompiles", "graph_breaks", "guards", "graphs", "all"})
@@ -66,7 +66,11 @@ class Config:
     #: generated kernels run from the native cache (numaccel.lower.native: a new process
     #: loads their machine code without importing Numba); default
     #: ``NUMACCEL_NATIVE_KERNELS`` (0 turns it off: every kernel through Numba)
-    native_kernels: bool = field(default_factory=_env_native)
+    native_kernels: bool = field(default_factory=_env_flag("NUMACCEL_NATIVE_KERNELS"))
+    #: a graph's first call runs on the reference interpreter while a worker thread
+    #: compiles it; later calls use the compiled code once it is ready (trace/background.py;
+    #: default ``NUMACCEL_BACKGROUND_COMPILE``, 0 turns it off: the first call compiles)
+    background_compile: bool = field(default_factory=_env_flag("NUMACCEL_BACKGROUND_COMPILE"))
     #: default backend of @accelerate
     default_backend: str = "cpu"
     #: event kinds printed to stderr (see module docstring)

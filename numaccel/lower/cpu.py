@@ -576,6 +576,9 @@ class CpuBackend(Backend):
 
     name = "cpu"
     capabilities = frozenset({"host", "numba"})
+    # compile() is cheap and the first run compiles the kernels (Numba's lazy dispatch):
+    # both can run on the background compile worker (trace/background.py)
+    compiles_in_background = True
 
     def compile(self, graph, **options):
         return CompiledGraph(graph)

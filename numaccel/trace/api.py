@@ -14,6 +14,7 @@ import numpy as np
 from ..backends import get_backend
 from ..config import config, log
 from ..ir import AVal
+from . import background
 from .pytree import flatten, flatten_args, unflatten
 from .segments import Policy, SegmentRunner
 from .symbolic import Sym, evaluate, render
@@ -21,6 +22,7 @@ from .tracer import PY_KIND, GraphBreakError, TraceState, TracedArray
 
 __all__ = ["accelerate", "mark_dynamic", "CacheInfo", "GraphBreakError", "Accelerated"]
 
+_REPLICA_MAX = 1 << 30   # input bytes up to which a graph compiles in the background
 _MARKED: dict = {}   # id(array) -> (weakref, set of dims) from mark_dynamic
 
 
@@ -71,6 +73,8 @@ class Entry:
     reason: str = ""
     check_alias: bool = False
     policies: dict = field(default_factory=dict)    # segmented: shapes -> _Policy
+    # graph: the background compile (background.Pending) while ``run`` is the interpreter
+    pending: Any = None
     # the generated guard check (guardgen) and the specs it was generated for
     _check: Any = field(default=None, repr=False, compare=False)
 
@@ -213,8 +217,22 @@ class Accelerated:
             return self.fn(*args, **kwargs)
         if e.kind == "segmented":
             return self._run_segmented(e, leaves, args, kwargs)
-        outs = e.run(leaves + [c for c in ()], env)
+        if e.pending is not None and e.pending.done():
+            self._settle(e)
+        outs = e.run(leaves, env)
         return self._finish(e, leaves, outs)
+
+    def _settle(self, e):
+        """A background compile is done: its run replaces the interpreter (a failed one
+        leaves the interpreter, with the reason, as the synchronous path does)."""
+        p, e.pending = e.pending, None
+        try:
+            e.run = p.result()
+        except Exception as exc:  # noqa: BLE001
+            e.reason = f"{self.backend_name} backend failed: {type(exc).__name__}: {exc}"
+            log("graph_breaks", f"{self.fn.__qualname__}: backend {self.backend_name!r} "
+                                f"failed in the background compile ({type(exc).__name__}: "
+                                f"{exc}); using the reference interpreter for this graph")
 
     def _run_segmented(self, e, leaves, args, kwargs):
         # re-tracing costs Python work per NumPy call and per break; where the arrays are
@@ -392,7 +410,8 @@ class Accelerated:
         values = {k: v for k, v, _ in st.specialized}
         specs = [_spec_of(x, dims) for x, dims in zip(leaves, dims_of)]
         guards = _dedupe(st.guards)
-        run = self._compile(graph)
+        later = self._in_background(leaves)
+        run = get_backend("numpy").compile(graph) if later else self._compile(graph)
         self._counts["compiles"] += 1
         e = Entry("graph", tree, specs, guards, values, run, out_tree, out_leaves, mutations,
                   graph, check_alias=bool(mutations))
@@ -404,6 +423,15 @@ class Accelerated:
                                f"({env})")
         if e.check_alias and _aliased(leaves):
             raise NotImplementedError("arguments that share memory are mutated in place")
+        if later:
+            # the interpreter runs this call (it raises the program's own errors); the
+            # compiled run takes over once the worker has built it (background.py)
+            outs = run(leaves, env)
+            e.pending = background.submit(functools.partial(
+                self._compile_and_warm, graph, [background.replica(x) for x in leaves],
+                dict(env)))
+            self.entries.append(e)
+            return self._finish(e, leaves, outs)
         try:
             outs = run(leaves, env)
         except Exception as exc:  # noqa: BLE001
@@ -420,6 +448,21 @@ class Accelerated:
             outs = run(leaves, env)
         self.entries.append(e)
         return self._finish(e, leaves, outs)
+
+    def _in_background(self, leaves) -> bool:
+        if not config.background_compile or \
+                not getattr(self.backend, "compiles_in_background", False):
+            return False
+        # the worker runs on replicas of the inputs: not where they are huge
+        size = sum(x.nbytes for x in leaves if isinstance(x, np.ndarray))
+        return size <= _REPLICA_MAX
+
+    def _compile_and_warm(self, graph, replicas, env):
+        # on the worker thread: compile, then run once so that the backend finishes its
+        # lazy part (Numba compiles a kernel on its first call) off the caller's path
+        run = self._compile(graph)
+        run(replicas, env)
+        return run
 
     def _compile(self, graph):
         try:

@@ -1,0 +1,198 @@
+"""Background compilation: a graph's first call does not wait for the compiler.
+
+Compiling a traced graph into Numba kernels costs ~0.4-2 s per kernel (Numba's import,
+typing and LLVM), most of a program's first call. With ``numaccel.config.
+background_compile`` (the default; ``NUMACCEL_BACKGROUND_COMPILE=0`` turns it off) the
+first call of a graph runs it on the reference interpreter (NumPy, op by op: the same
+results the compiled code gives) and hands the compile to ONE worker thread, which
+compiles the graph and runs it once on replicas of the call's inputs (same dtypes,
+shapes, strides and flags, so Numba specializes its kernels for exactly the types later
+calls bring). Later calls of the entry run the interpreter until the worker is done, and
+the compiled code from then on. This is tiered execution as in the JVM or V8: no call
+waits for a compiler, and a program that calls its function in a loop gets NumPy's speed
+while the kernels compile on another core, then the compiled speed.
+
+``numaccel.wait_for_compiles()`` blocks until every queued compile is done (for
+benchmarks: time the compiled code, not the interpreter). At interpreter exit the
+compile in progress finishes (its disk-cache entries are whole; the next process starts
+warm) and queued ones are dropped. A forked child re-queues the compiles its parent had
+not finished (the child has no worker thread).
+
+Example::
+
+    p = submit(lambda: backend.compile(graph))   # a callable returning the run function
+    p.done(), p.result()                         # result(): the run, or raises its error
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import threading
+import time
+
+import numpy as np
+
+_cv = threading.Condition()
+_queue: collections.deque = collections.deque()
+_worker: threading.Thread | None = None
+_busy: list = []           # the Pending the worker is running (0 or 1 item)
+_closing = False
+_all: "list[Pending]" = []  # not yet done (for fork and wait)
+
+
+class Pending:
+    """A queued or running compile: ``done()``, ``result()`` (blocks), ``seconds``."""
+
+    __slots__ = ("job", "event", "value", "error", "seconds")
+
+    def __init__(self, job):
+        self.job = job
+        self.event = threading.Event()
+        self.value = self.error = None
+        self.seconds = 0.0
+
+    def done(self) -> bool:
+        return self.event.is_set()
+
+    def result(self, timeout: float | None = None):
+        """The job's return value (waits for it); raises the job's exception."""
+        if not self.event.wait(timeout):
+            raise TimeoutError("numaccel: background compile still running")
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def _run(self):
+        t0 = time.perf_counter()
+        try:
+            self.value = self.job()
+        except BaseException as exc:  # noqa: BLE001  (delivered to whoever asks)
+            self.error = exc
+        self.seconds = time.perf_counter() - t0
+        self.job = None            # drop the input replicas now
+        self.event.set()
+
+
+def submit(job) -> Pending:
+    """Queue ``job`` (no arguments; returns what ``result()`` gives) on the worker."""
+    global _worker
+    p = Pending(job)
+    with _cv:
+        if _closing:               # interpreter exit: nothing would run it
+            p._run()
+            return p
+        _queue.append(p)
+        _all.append(p)
+        if _worker is None or not _worker.is_alive():
+            _worker = threading.Thread(target=_loop, name="numaccel-compile", daemon=True)
+            _worker.start()
+        _cv.notify_all()
+    return p
+
+
+def _loop():
+    while True:
+        with _cv:
+            while not _queue and not _closing:
+                _cv.wait()
+            if not _queue:
+                return
+            p = _queue.popleft()
+            _busy.append(p)
+        try:
+            p._run()
+        finally:
+            with _cv:
+                _busy.clear()
+                if p in _all:
+                    _all.remove(p)
+                _cv.notify_all()
+
+
+def pending() -> int:
+    """Compiles queued or running."""
+    with _cv:
+        return len(_queue) + len(_busy)
+
+
+def wait_for_compiles(timeout: float | None = None) -> bool:
+    """Block until every background compile queued so far is done; False on timeout.
+
+    >>> y = f(x); numaccel.wait_for_compiles()   # later calls of f run compiled code
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with _cv:
+        while _queue or _busy:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            _cv.wait(left)
+    return True
+
+
+def replica(x):
+    """A copy of ``x`` that Numba types as it types ``x``: same dtype, shape, strides,
+    writeable and aligned flags (``x.copy()`` would make a non-contiguous view
+    contiguous, and a kernel compiled for it would not serve ``x``). Not arrays: as is."""
+    # (strides are kept exactly, also where a size-1 dim makes them irrelevant)
+    if not isinstance(x, np.ndarray):
+        return x
+    if x.size == 0:             # (a copy would have strides 0)
+        r = np.ndarray(x.shape, x.dtype, np.empty(x.itemsize, np.uint8), 0, x.strides)
+    else:
+        # the bytes the view spans, from its lowest to its highest element
+        lo = sum((n - 1) * s for n, s in zip(x.shape, x.strides) if s < 0)
+        hi = sum((n - 1) * s for n, s in zip(x.shape, x.strides) if s > 0) + x.itemsize
+        buf = np.empty(hi - lo + x.itemsize, np.uint8)
+        # keep the data pointer's alignment to the item size (Numba's "aligned" flag)
+        shift = (x.__array_interface__["data"][0] - buf.__array_interface__["data"][0]
+                 + lo) % x.itemsize
+        r = np.ndarray(x.shape, x.dtype, buf, shift - lo, x.strides)
+        np.copyto(r, x)
+    if not x.flags.writeable:
+        r.flags.writeable = False
+    return r
+
+
+def _at_exit():
+    # queued compiles are dropped (their entries never run again); the one in progress
+    # finishes so that its disk-cache files are complete
+    global _closing
+    with _cv:
+        _closing = True
+        dropped = list(_queue)
+        _queue.clear()
+        _cv.notify_all()
+        worker = _worker
+    for p in dropped:
+        p.error = RuntimeError("numaccel: the interpreter exited before this compile ran")
+        p.job = None
+        p.event.set()
+    if worker is not None and worker is not threading.current_thread():
+        worker.join()
+
+
+def _after_fork_in_child():
+    # the parent's worker thread does not exist here: compiles it had queued or was
+    # running start again in this process's own worker, on the next submit
+    global _cv, _worker
+    _cv = threading.Condition()
+    _worker = None
+    _busy.clear()
+    redo = [p for p in _all if not p.event.is_set()]
+    _queue.clear()
+    _all.clear()
+    for p in redo:
+        if p.job is not None:
+            _queue.append(p)
+            _all.append(p)
+    if _queue:
+        _worker = threading.Thread(target=_loop, name="numaccel-compile", daemon=True)
+        _worker.start()
+
+
+atexit.register(_at_exit)
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+__all__ = ["Pending", "pending", "replica", "submit", "wait_for_compiles"]
