@@ -179,7 +179,7 @@ def test_failed_background_compile_keeps_the_interpreter(bg):
 
 
 def test_large_inputs_compile_on_the_callers_thread(bg, monkeypatch):
-    monkeypatch.setattr(api, "_REPLICA_MAX", 10)
+    monkeypatch.setattr(background, "REPLICA_MAX", 10)
     f = numaccel.accelerate(chain)
     x = np.ones(64, np.float32)
     assert_same(f(x, x), chain(x, x))
@@ -267,3 +267,35 @@ def test_interpreter_oracle_matches_entry_run_during_compile(held):
     f(x)
     e = f.entries[0]
     assert_same(tuple(e.run([x], {})), tuple(interpret(e.graph, [x], {})))
+
+
+def _relax(u, tol):
+    # a data-dependent loop: graph breaks, the pieces between them are segments
+    err, it = 1.0, 0
+    while err > tol and it < 50:
+        v = u.copy()
+        v[1:-1] = 0.5 * (u[2:] + u[:-2])
+        err = float(np.abs(v - u).max())
+        u, it = v, it + 1
+    return u, it
+
+
+def test_graph_break_segments_compile_in_the_background(held, monkeypatch):
+    u = np.sin(np.linspace(0, 3, 4000)) + np.linspace(0, 1, 4000) ** 2
+    f = numaccel.accelerate(_relax)
+    ref = _relax(u, 1e-4)
+    for k in range(4):
+        assert_same(f(u, 1e-4), ref)
+        if k == 0:
+            assert f.entries[0].kind == "segmented"
+            assert any(s.pending is not None for s in f.segments.by_graph.values())
+    # calls that ran segments still compiling gave the policy no traced samples
+    assert all(not p.traced for p in f.entries[0].policies.values())
+    held.set()
+    assert numaccel.wait_for_compiles(timeout=120)
+    monkeypatch.setattr(numaccel.config, "segmented_mode", "trace")
+    assert_same(f(u, 1e-4), ref)        # re-traced: every segment it meets settles
+    assert f.segments.interpreted == 0
+    slots = [s for s in f.segments.by_graph.values() if s.compiled]
+    assert slots and all(s.pending is None for s in slots)
+    assert any(isinstance(s.run, CompiledGraph) for s in slots)

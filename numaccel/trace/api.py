@@ -22,7 +22,6 @@ from .tracer import PY_KIND, GraphBreakError, TraceState, TracedArray
 
 __all__ = ["accelerate", "mark_dynamic", "CacheInfo", "GraphBreakError", "Accelerated"]
 
-_REPLICA_MAX = 1 << 30   # input bytes up to which a graph compiles in the background
 _MARKED: dict = {}   # id(array) -> (weakref, set of dims) from mark_dynamic
 
 
@@ -248,7 +247,9 @@ class Accelerated:
             pol.record(True, time.perf_counter() - t0)
             return res
         res = self._trace_and_run(e.tree, leaves, set(), segmented=True)[0]
-        pol.record(False, time.perf_counter() - t0 - self.segments.compile_s)
+        # a call that ran segments still compiling (on the interpreter) is no sample
+        if not self.segments.interpreted:
+            pol.record(False, time.perf_counter() - t0 - self.segments.compile_s)
         return res
 
     def _finish(self, e, leaves, outs):
@@ -410,7 +411,7 @@ class Accelerated:
         values = {k: v for k, v, _ in st.specialized}
         specs = [_spec_of(x, dims) for x, dims in zip(leaves, dims_of)]
         guards = _dedupe(st.guards)
-        later = self._in_background(leaves)
+        later = background.eligible(self.backend_name, leaves)
         run = get_backend("numpy").compile(graph) if later else self._compile(graph)
         self._counts["compiles"] += 1
         e = Entry("graph", tree, specs, guards, values, run, out_tree, out_leaves, mutations,
@@ -448,14 +449,6 @@ class Accelerated:
             outs = run(leaves, env)
         self.entries.append(e)
         return self._finish(e, leaves, outs)
-
-    def _in_background(self, leaves) -> bool:
-        if not config.background_compile or \
-                not getattr(self.backend, "compiles_in_background", False):
-            return False
-        # the worker runs on replicas of the inputs: not where they are huge
-        size = sum(x.nbytes for x in leaves if isinstance(x, np.ndarray))
-        return size <= _REPLICA_MAX
 
     def _compile_and_warm(self, graph, replicas, env):
         # on the worker thread: compile, then run once so that the backend finishes its

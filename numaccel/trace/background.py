@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+REPLICA_MAX = 1 << 30    # input bytes up to which a graph compiles here (the copies)
 _cv = threading.Condition()
 _queue: collections.deque = collections.deque()
 _worker: threading.Thread | None = None
@@ -131,6 +132,17 @@ def wait_for_compiles(timeout: float | None = None) -> bool:
     return True
 
 
+def eligible(backend_name: str, values) -> bool:
+    """Whether a graph of backend ``backend_name`` on inputs ``values`` compiles on the
+    worker: background compiles on, a backend that allows them, inputs small enough to
+    copy (``REPLICA_MAX`` bytes in all)."""
+    from ..backends import get_backend
+    from ..config import config
+    return config.background_compile and getattr(
+        get_backend(backend_name), "compiles_in_background", False) and sum(
+        v.nbytes for v in values if isinstance(v, np.ndarray)) <= REPLICA_MAX
+
+
 def replica(x):
     """A copy of ``x`` that Numba types as it types ``x``: same dtype, shape, strides,
     writeable and aligned flags (``x.copy()`` would make a non-contiguous view
@@ -195,4 +207,4 @@ def _after_fork_in_child():
 atexit.register(_at_exit)
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-__all__ = ["Pending", "pending", "replica", "submit", "wait_for_compiles"]
+__all__ = ["Pending", "eligible", "pending", "replica", "submit", "wait_for_compiles"]

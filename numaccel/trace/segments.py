@@ -18,7 +18,7 @@ import numpy as np
 from ..backends import get_backend
 from ..config import config
 from ..ops import get_op
-from . import symbolic
+from . import background, symbolic
 from .symbolic import Sym, hint
 
 _INFER_CACHE: dict = {}
@@ -102,7 +102,8 @@ _PROBE_EVERY = 32
 class Segment:
     """A cached segment: its pruned graph, how to run it, how often it was seen."""
 
-    __slots__ = ("graph", "run", "work", "seen", "compiled", "call", "in_call", "seen_run")
+    __slots__ = ("graph", "run", "work", "seen", "compiled", "call", "in_call", "seen_run",
+                 "pending")
 
     def __init__(self, graph, run, work):
         self.graph = graph
@@ -113,6 +114,7 @@ class Segment:
         self.call = -1          # the last call of the function that ran it ...
         self.in_call = 0        # ... and how often it ran in that call
         self.seen_run = 0       # 1 once its compiled version ran
+        self.pending = None     # its background compile (background.Pending); run: interp
 
 
 class Policy:
@@ -187,6 +189,7 @@ class SegmentRunner:
         self.new_segments = 0           # segments first seen in the current call
         self.compile_s = 0.0            # seconds spent compiling in the current call
         self.overhead_s = 0.0           # ... and keying and recording new segments
+        self.interpreted = 0            # ... runs of segments still compiling
         self.churning = False           # some call made more than segment_churn_limit
         self._once = {}                 # id(slot) -> (slot, inputs): ran once this call
         self._donated: set = set()      # ids of inputs handed to a segment this call
@@ -201,6 +204,7 @@ class SegmentRunner:
         self.new_segments = 0
         self.compile_s = 0.0
         self.overhead_s = 0.0
+        self.interpreted = 0
         self._once.clear()
         self._donated.clear()
 
@@ -220,10 +224,14 @@ class SegmentRunner:
             if slot.seen < config.segment_compile_after or \
                     slot.work < config.segment_min_elements:
                 continue
+            # inputs a later segment may have overwritten (donated) are not run on
+            warm = not any(id(v) in self._donated for v in values)
+            if background.eligible(self.backend_name, values):
+                self._compile_later(slot, values if warm else None)
+                continue
             t0 = time.perf_counter()
             self._compile(slot)
-            # inputs a later segment may have overwritten (donated) are not run on
-            if not any(id(v) in self._donated for v in values):
+            if warm:
                 try:
                     slot.run(values, {})
                     slot.seen_run = 1
@@ -235,6 +243,28 @@ class SegmentRunner:
         self._counts["compiles"] += 1
         slot.run = self._compile_graph(slot.graph)
         slot.compiled = True
+
+    def _compile_later(self, slot, values):
+        # the slot keeps running the interpreter until the worker has compiled it and run
+        # it once on replicas of ``values`` (None: compile only, the first run finishes)
+        self._counts["compiles"] += 1
+        slot.compiled, slot.seen_run = True, 1
+        graph, compile_graph = slot.graph, self._compile_graph
+        reps = None if values is None else [background.replica(v) for v in values]
+
+        def job():
+            run = compile_graph(graph)
+            if reps is not None:
+                run(reps, {})
+            return run
+        slot.pending = background.submit(job)
+
+    def _settle(self, slot):
+        p, slot.pending = slot.pending, None
+        try:
+            slot.run = p.result()
+        except Exception:  # noqa: BLE001  (the interpreter it has keeps running it)
+            pass
 
     def run(self, graph, values, key, donate=frozenset()):
         """Run one segment of a broken graph (``key``: its structure, from the tracer;
@@ -257,6 +287,11 @@ class SegmentRunner:
                     g, get_backend("numpy").compile(g), work(g))
             self.cache[key] = slot
             self.overhead_s += time.perf_counter() - t0
+        if slot.pending is not None:
+            if slot.pending.done():
+                self._settle(slot)
+            else:
+                self.interpreted += 1
         if not slot.compiled:
             slot.seen += 1
             if slot.call != self.call_no:
@@ -267,9 +302,13 @@ class SegmentRunner:
             if self.backend_name == "numpy" or slot.seen >= config.segment_compile_after \
                     and slot.work >= config.segment_min_elements \
                     and (slot.in_call >= 2 or not self.churning):
-                t0 = time.perf_counter()
-                self._compile(slot)
-                self.compile_s += time.perf_counter() - t0
+                if background.eligible(self.backend_name, values):
+                    self._compile_later(slot, values)
+                    self.interpreted += 1
+                else:
+                    t0 = time.perf_counter()
+                    self._compile(slot)
+                    self.compile_s += time.perf_counter() - t0
             elif slot.in_call == 1 and len(self._once) < config.segment_churn_limit:
                 self._once[id(slot)] = (slot, values)
         if donate:
