@@ -299,3 +299,44 @@ def test_graph_break_segments_compile_in_the_background(held, monkeypatch):
     slots = [s for s in f.segments.by_graph.values() if s.compiled]
     assert slots and all(s.pending is None for s in slots)
     assert any(isinstance(s.run, CompiledGraph) for s in slots)
+
+
+def test_benchmarks_time_the_compiled_code(held):
+    # bench.first_call (and the demo) wait for the background compile after the first
+    # call, so that their timed samples are the compiled code's, not the interpreter's
+    from numaccel import bench, demo
+    from numaccel.bench_workloads import WORKLOADS
+    w = WORKLOADS["overhead_tiny"]
+    args = w.make_args(True)
+    f = numaccel.accelerate(w.numpy_fn)
+    threading.Timer(0.2, held.set).start()
+    rec = bench.first_call(f, args, w.numpy_fn(*args), w)
+    assert rec["status"] == "ok" and background.pending() == 0
+    f(*args)
+    assert isinstance(f.entries[0].run, CompiledGraph)
+    gate = threading.Event()
+    background.submit(gate.wait)
+    threading.Timer(0.2, gate.set).start()
+    demo.wait_for_compiles()
+    assert gate.is_set() and background.pending() == 0
+
+
+def test_calls_while_compiling_run_the_plain_function(held):
+    # (NumPy's own results, and no interpreting of a graph of many small ops); the
+    # Python body runs for them, as for any uncompiled call, and no more once compiled
+    ran = []
+
+    def g(x):
+        ran.append(1)
+        return x * 2 + 1
+
+    f = numaccel.accelerate(g)
+    x = np.arange(5.0)
+    for _ in range(3):
+        assert_same(f(x), x * 2 + 1)
+    assert len(ran) == 3             # the trace, then two plain calls
+    held.set()
+    numaccel.wait_for_compiles(timeout=120)
+    for _ in range(2):
+        assert_same(f(x), x * 2 + 1)
+    assert len(ran) == 3

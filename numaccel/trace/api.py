@@ -216,7 +216,11 @@ class Accelerated:
             return self.fn(*args, **kwargs)
         if e.kind == "segmented":
             return self._run_segmented(e, leaves, args, kwargs)
-        if e.pending is not None and e.pending.done():
+        if e.pending is not None:
+            if not e.pending.done():
+                # plain NumPy until the compiled code is ready: NumPy's own results, and
+                # faster than interpreting the graph where it has many small ops
+                return self.fn(*args, **kwargs)
             self._settle(e)
         outs = e.run(leaves, env)
         return self._finish(e, leaves, outs)
