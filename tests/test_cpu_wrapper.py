@@ -117,8 +117,9 @@ def test_returned_views_do_not_alias_the_argument():
 
 
 def test_large_symbolic_and_unsupported_graphs_use_the_step_wrapper(rng):
-    big = rng.standard_normal(1 << 15)
-    run(lambda a: np.sin(a) * 2, big, wrapper=False)
+    big = rng.standard_normal(config.parallel_min)      # threads: the step wrapper's
+    f = run(lambda a: np.sin(a) * 2, big, wrapper=False)
+    assert "elements" in f.entries[0].run.describe()
     run(lambda a: np.cumsum(a) + 1, rng.standard_normal(8), wrapper=False)
     f = numaccel.accelerate(lambda a: a * 2, dynamic=True)
     np.testing.assert_array_equal(f(np.arange(5.0)), np.arange(5.0) * 2)
@@ -172,3 +173,45 @@ def test_many_inputs_and_reductions_keep_their_names(rng):
 def test_negative_zero_literals_stay_distinct():
     x = np.ones(3)
     run(lambda a: (a * 0.0, np.copysign(np.ones(3), a * -0.0)), x)
+
+
+def _heat(u, kappa, steps):
+    for _ in range(steps):
+        u[1:-1, 1:-1] += kappa * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]
+                                  - 4.0 * u[1:-1, 1:-1])
+    return u
+
+
+def test_mid_size_graphs_run_as_the_wrapper_where_its_loops_do_not_lose(rng):
+    # nodes above TINY_MAX but below parallel_min (one thread either way): a stencil time
+    # loop, an int reduction and a short matmul run as one function (no Python per step)
+    u = rng.random((150, 150))
+    f = numaccel.accelerate(_heat)
+    for _ in range(2):
+        got, ref = f(u.copy(), 0.2, 12), _heat(u.copy(), 0.2, 12)
+        np.testing.assert_allclose(got, ref, rtol=1e-12)
+    assert f.entries[0].run.wrapper is not None, f.entries[0].run.describe()
+    counts = rng.integers(0, 9, (300, 100)).astype(np.uint8)
+    run(lambda c: (c.sum(), (c > 4).sum(axis=0)), counts)
+    run(lambda a, b: np.tanh(a @ b) + a[:, :1], rng.standard_normal((40, 30)),
+        rng.standard_normal((30, 8)))
+
+
+@pytest.mark.parametrize("case", ["float_reduction", "matmul", "long"])
+def test_mid_size_graphs_keep_the_steps_where_the_wrapper_would_lose(rng, case,
+                                                                       monkeypatch):
+    import numaccel.lower.cpu_wrapper as cw
+    x = rng.standard_normal((200, 100))
+    if case == "float_reduction":        # serial adds: the kernels' partial sums win
+        f = run(lambda a: (a * a).sum(axis=1), x, wrapper=False)
+        why = "float reduction"
+    elif case == "matmul":               # loops, not BLAS
+        f = run(lambda a, b: a @ b + 1, x, rng.standard_normal((100, 50)), wrapper=False)
+        why = "matmul"
+    else:                                # compile time grows faster than the function
+        monkeypatch.setattr(cw, "MID_MAX_LINES", 5)
+        f = run(lambda a: np.sqrt(np.abs(a)) * 2 + a, x, wrapper=False)
+        why = "wrapper lines"
+    assert why in f.entries[0].run.describe()
+    tiny = x[:10, :10]                   # a tiny graph keeps the wrapper in every case
+    run(lambda a: (a * a).sum(axis=1) + a[:, 0], tiny)

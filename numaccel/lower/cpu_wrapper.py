@@ -27,6 +27,15 @@ from .reroll import reroll
 # threads keeps the step wrapper, whose kernels ``cpu_threads`` splits between threads,
 # rather than the wrapper calling kernels over their full range on one core.
 TINY_MAX = 1 << 14
+# Mid-size graphs (some node above TINY_MAX, all below parallel_min: the step path would
+# run their kernels on one thread too) run here as well, where that stays cheap: a step
+# costs ~20-40 us of Python (views, launches), which on 40k-element stencil steps is
+# more than the kernels (heat2d at 192x192: 1.3x NumPy as steps, 4.8x as the wrapper).
+# Not where the wrapper's plain loops lose: a float reduction over more than TINY_MAX
+# elements (serial adds, latency-bound without reassociation), a matmul of more than
+# TINY_MAX multiply-adds (loops, not BLAS), and wrappers longer than MID_MAX_LINES after
+# rerolling (Numba's compile time grows faster than the function: 550 lines took 32 s).
+MID_MAX_LINES = 160
 _PYOPS = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
           "eq": "==", "ne": "!="}
 
@@ -48,6 +57,7 @@ class _Gen:
         self.names = {}          # node id -> local name or literal (0-d: register value)
         self.params = []         # (param name, node id)
         self.nk = 0
+        self.mid = False         # some node above TINY_MAX elements (set by run)
         # 0-d -> (1,) reshapes read only by concatenates of such reshapes (np.stack of
         # scalars): the concatenate builds the array from the scalars directly
         consumers = {}
@@ -102,7 +112,7 @@ class _Gen:
     # ------------------------------------------------------------------ nodes
     def run(self):
         g = self.g
-        limit = min(TINY_MAX, config.parallel_min - 1)
+        limit = config.parallel_min - 1
         for n in g.nodes:
             if has_sym(n.attrs) or any(not isinstance(d, (int, np.integer))
                                        for d in n.aval.shape):
@@ -110,6 +120,7 @@ class _Gen:
             size = int(np.prod(n.aval.shape))
             if size > limit:
                 raise Unsupported(f"node %{n.id} has {size} elements (> {limit})")
+            self.mid = self.mid or size > TINY_MAX
         from ..ops import get_op
         for n in g.nodes:
             k = self.kinds[n.id]
@@ -207,6 +218,9 @@ class _Gen:
         if count == 0 and uf in ("maximum", "minimum"):
             raise Unsupported("empty max/min reduction (raises in the step path)")
         acc_dt = _acc_dtype(red, src.aval.dtype)
+        if acc_dt.kind in "fc" and int(np.prod(shape)) > TINY_MAX:
+            raise Unsupported(f"a float reduction of {int(np.prod(shape))} elements "
+                              f"(> {TINY_MAX}: the kernels' vectorized partial sums)")
         self.nk += 1
         acc = f"acc{self.nk}"
         kshape = tuple(shape[d] for d in kept)
@@ -331,6 +345,9 @@ class _Gen:
             raise Unsupported("matmul other than 1-D/2-D float/int")
         sa, sb = self.shape(a), self.shape(b)
         kdim = sa[-1]
+        macs = int(np.prod(sa)) * (sb[-1] if nb == 2 else 1)
+        if macs > TINY_MAX:
+            raise Unsupported(f"a matmul of {macs} multiply-adds (> {TINY_MAX}: BLAS)")
         self.nk += 1
         acc = f"acc{self.nk}"
         rows = ["i0"] if na == 2 else []
@@ -418,8 +435,12 @@ class CompiledWrapper:
         gen = _Gen(graph, kinds, mat, kernels)
         gen.run()
         params = [p for p, _ in gen.params]
+        lines = reroll(gen.lines)
+        if gen.mid and len(lines) > MID_MAX_LINES:
+            raise Unsupported(f"a mid-size graph of {len(lines)} wrapper lines (> "
+                              f"{MID_MAX_LINES}: compile time)")
         src = _PRELUDE + "\n@numba.njit(cache=True, error_model='numpy')\n" \
-            f"def entry({', '.join(params)}):\n" + "\n".join(reroll(gen.lines)) + "\n"
+            f"def entry({', '.join(params)}):\n" + "\n".join(lines) + "\n"
         self.source = src
         self.mod = load_source(src)
         self.entry = self.mod.entry
