@@ -182,6 +182,17 @@ def _heat(u, kappa, steps):
     return u
 
 
+def _life(b, gens):
+    pop = []          # a per-step scalar collected after the loop: still one rolled body
+    for _ in range(gens):
+        nb = (b[:-2, :-2] + b[:-2, 1:-1] + b[:-2, 2:] + b[1:-1, :-2] + b[1:-1, 2:]
+              + b[2:, :-2] + b[2:, 1:-1] + b[2:, 2:])
+        alive = b[1:-1, 1:-1] == 1
+        b[1:-1, 1:-1] = ((nb == 3) | (alive & (nb == 2))).astype(np.uint8)
+        pop.append(b.sum())
+    return np.array(pop), b
+
+
 def test_mid_size_graphs_run_as_the_wrapper_where_its_loops_do_not_lose(rng):
     # nodes above TINY_MAX but below parallel_min (one thread either way): a stencil time
     # loop, an int reduction and a short matmul run as one function (no Python per step)
@@ -191,6 +202,12 @@ def test_mid_size_graphs_run_as_the_wrapper_where_its_loops_do_not_lose(rng):
         got, ref = f(u.copy(), 0.2, 12), _heat(u.copy(), 0.2, 12)
         np.testing.assert_allclose(got, ref, rtol=1e-12)
     assert f.entries[0].run.wrapper is not None, f.entries[0].run.describe()
+    board = (rng.random((130, 130)) < 0.3).astype(np.uint8)
+    g = numaccel.accelerate(_life)
+    for _ in range(2):
+        got, ref = g(board.copy(), 9), _life(board.copy(), 9)
+        assert_same(got, ref)
+    assert g.entries[0].run.wrapper is not None, g.entries[0].run.describe()
     counts = rng.integers(0, 9, (300, 100)).astype(np.uint8)
     run(lambda c: (c.sum(), (c > 4).sum(axis=0)), counts)
     run(lambda a, b: np.tanh(a @ b) + a[:, :1], rng.standard_normal((40, 30)),

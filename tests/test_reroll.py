@@ -1,4 +1,6 @@
 """Rolling repeated blocks of the compiled wrapper back into loops (lower/reroll.py)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -63,6 +65,48 @@ def test_reading_an_older_block_after_the_run_keeps_it_unrolled():
     out = reroll(lines)
     x0 = np.array([0.25, 1.0])
     for got, ref in zip(_run(out, x0=x0, x1=3.0), _run(lines, x0=x0, x1=3.0)):
+        np.testing.assert_array_equal(got, ref)
+
+
+def _with_scalars(n, prefix=True, order=None):
+    """_steps(n) where each block also makes a scalar, all returned as one array (the
+    np.array(population) of a per-step value), after a value from before the run."""
+    lines = _steps(n)[:-1]
+    out = []
+    for ln in lines:
+        out.append(ln)
+        m = re.match(r"    (n\d+) = (n\d+)\.copy\(\)$", ln)
+        if m and m.group(2) != "x0":
+            nid = int(m.group(1)[1:]) + 1       # n<c id + 1>: the block's scalar
+            out.append(f"    n{nid} = {m.group(2)}[0, 0] * np.float64(2.0)")
+    scalars = [f"n{10 * (i + 1) + 3}" for i in range(n)]
+    if order is not None:
+        scalars = [scalars[i] for i in order]
+    items = (["n3"] if prefix else []) + scalars
+    last = 10 * n
+    return ["    n3 = np.float64(7.0)"] + out + [
+        f"    n999 = np.array(({', '.join(items)},), np.float64)",
+        f"    return (n{last + 1}, n{last + 2}, n999)"]
+
+
+@pytest.mark.parametrize("prefix", [True, False])
+def test_per_block_values_collected_after_the_run(prefix):
+    lines = _with_scalars(6, prefix)
+    rolled = reroll(lines)
+    assert any("for _it in range(1, " in ln for ln in rolled), "\n".join(rolled)
+    assert any(".append(" in ln for ln in rolled)
+    x0 = np.array([1.0, -2.0])
+    for got, ref in zip(_run(rolled, x0=x0, x1=1.5), _run(lines, x0=x0, x1=1.5)):
+        np.testing.assert_array_equal(got, ref)
+    assert len(_run(rolled, x0=x0, x1=1.5)[2]) == 6 + prefix
+
+
+def test_per_block_values_out_of_order_keep_it_unrolled():
+    lines = _with_scalars(5, order=[1, 0, 2, 3, 4])
+    out = reroll(lines)
+    assert not any(".append(" in ln for ln in out)
+    x0 = np.array([0.5, 2.0])
+    for got, ref in zip(_run(out, x0=x0, x1=0.5), _run(lines, x0=x0, x1=0.5)):
         np.testing.assert_array_equal(got, ref)
 
 

@@ -15,7 +15,9 @@ consecutive blocks of top-level statements that differ only by
 
 and emits the first block as it is, then ``for _it in range(1, N)`` over the first block's
 text with those substitutions. Statements after the run may read only the last block's
-values (the loop's variables hold them). Anything else leaves the body unrolled.
+values (the loop's variables hold them), and tuples of one value from every block, in
+order (``np.array(population)`` of a per-step scalar, possibly after values from
+before the run), which the loop collects into a list. Anything else leaves the body unrolled.
 
 Example::
 
@@ -120,11 +122,14 @@ def _roll(lines, body, texts, s, p, n):
             return None                            # an older block's value
     pieces.append(text[pos:])
     template = "".join(pieces)
-    # statements after the run may read only the last block's values
+    # statements after the run may read only the last block's values, and tuples of
+    # one value of every block (np.array(population) of a per-step scalar): those are
+    # collected into a list as the loop runs
     last = {(pre, v): v - (n - 1) * delta.get(_SPACE[pre], 0) for pre, v in defs[-1]}
     older = set().union(*defs[:-1])
     after = lines[body[s + n * p][0]:] if s + n * p < len(body) else \
         lines[body[-1][1]:]
+    after, collected = _collect(after, defs, delta, n)
     if any((m.group(1), int(m.group(2))) in older
            for ln in after for m in _NAME.finditer(ln)):
         return None
@@ -135,8 +140,37 @@ def _roll(lines, body, texts, s, p, n):
     loop = [f"    for _it in range(1, {n}):"]
     loop += ["    " + ln for ln in template.split("\n")]
     loop += [f"        q{pre}{v} = {pre}{v}" for pre, v in carried]
+    loop += [f"        l{pre}{v}.append({pre}{v})" for pre, v in collected]
     init = [f"    q{pre}{v} = {pre}{v}" for pre, v in carried]
+    init += [f"    l{pre}{v} = [{', '.join(f'{a}{b}' for a, b in before + [(pre, v)])}]"
+             for (pre, v), before in collected.items()]
     return head + init + loop + fixed
+
+
+_TUPLE = re.compile(r"\(((?:[a-z]+\d+, )+[a-z]+\d+),?\)")
+
+
+def _collect(after, defs, delta, n):
+    """``after`` with each tuple literal that ends in exactly the n blocks' values of one
+    name (in block order; values from before the run may precede them) replaced by the
+    list the loop appends them to; and ``(name as block 0 names it, the values before)``
+    of each such list."""
+    collected = {}
+    run_defs = set().union(*defs)
+
+    def sub(m):
+        names = [_NAME.fullmatch(x) for x in m.group(1).split(", ")]
+        if len(names) < n or not all(names):
+            return m.group(0)
+        names = [(x.group(1), int(x.group(2))) for x in names]
+        before, own = names[:-n], names[-n:]
+        (pre, v0), d = own[0], delta.get(_SPACE.get(own[0][0]), 0)
+        if (pre, v0) not in defs[0] or not d or any(x in run_defs for x in before) or \
+                own != [(pre, v0 + k * d) for k in range(n)] or \
+                collected.setdefault((pre, v0), before) != before:
+            return m.group(0)
+        return f"l{pre}{v0}"
+    return [_TUPLE.sub(sub, ln) for ln in after], collected
 
 
 def _split(name):
