@@ -7,14 +7,15 @@ first call of a graph runs it on the reference interpreter (NumPy, op by op: the
 results the compiled code gives) and hands the compile to ONE worker thread, which
 compiles the graph and runs it once on replicas of the call's inputs (same dtypes,
 shapes, strides and flags, so Numba specializes its kernels for exactly the types later
-calls bring). Later calls of the entry run the plain function (NumPy's own results; no
-interpreting of many small ops) until the worker is done, and the compiled code from
-then on (graph-break pieces, inside a traced call, run on the interpreter meanwhile). This is tiered execution as in the JVM or V8: no call
-waits for a compiler, and a program that calls its function in a loop gets NumPy's speed
-while the kernels compile on another core, then the compiled speed.
+calls bring). The entry's second call waits for the worker, then runs the compiled code
+(graph-break pieces, inside a traced call, run on the interpreter until theirs is
+ready). The first call of a program thus never waits for a compiler; a loop pays the
+compile once, as it would on the first call. (Running NumPy calls beside the compile
+instead was measured on 2 cores: the two slowed each other ~1.5x through the GIL and
+the cores, and a loop of large calls lost ~15% over its first seconds.)
 
 ``numaccel.wait_for_compiles()`` blocks until every queued compile is done (for
-benchmarks: time the compiled code, not NumPy's). At interpreter exit the
+benchmarks: time the compiled code). At interpreter exit the
 compile in progress finishes (its disk-cache entries are whole; the next process starts
 warm) and queued ones are dropped. A forked child re-queues the compiles its parent had
 not finished (the child has no worker thread).
