@@ -220,13 +220,12 @@ class Accelerated:
             # the second call waits for the compile rather than running NumPy beside it:
             # on 2 cores the two slowed each other by ~1.5x (GIL and cores), so a loop of
             # large calls lost ~15% over its first seconds; the first call stays fast
-            e.pending.event.wait()
             self._settle(e)
         outs = e.run(leaves, env)
         return self._finish(e, leaves, outs)
 
     def _settle(self, e):
-        """A background compile is done: its run replaces the interpreter (a failed one
+        """Wait for the background compile: its run replaces the interpreter (a failed one
         leaves the interpreter, with the reason, as the synchronous path does)."""
         p, e.pending = e.pending, None
         try:
@@ -432,9 +431,7 @@ class Accelerated:
             # the interpreter runs this call (it raises the program's own errors); the
             # compiled run takes over once the worker has built it (background.py)
             outs = run(leaves, env)
-            e.pending = background.submit(functools.partial(
-                self._compile_and_warm, graph, [background.replica(x) for x in leaves],
-                dict(env)))
+            e.pending = background.compile_later(self._compile, graph, leaves, env)
             self.entries.append(e)
             return self._finish(e, leaves, outs)
         try:
@@ -453,13 +450,6 @@ class Accelerated:
             outs = run(leaves, env)
         self.entries.append(e)
         return self._finish(e, leaves, outs)
-
-    def _compile_and_warm(self, graph, replicas, env):
-        # on the worker thread: compile, then run once so that the backend finishes its
-        # lazy part (Numba compiles a kernel on its first call) off the caller's path
-        run = self._compile(graph)
-        run(replicas, env)
-        return run
 
     def _compile(self, graph):
         try:

@@ -41,19 +41,17 @@ _queue: collections.deque = collections.deque()
 _worker: threading.Thread | None = None
 _busy: list = []           # the Pending the worker is running (0 or 1 item)
 _closing = False
-_all: "list[Pending]" = []  # not yet done (for fork and wait)
 
 
 class Pending:
-    """A queued or running compile: ``done()``, ``result()`` (blocks), ``seconds``."""
+    """A queued or running compile: ``done()``, ``result()`` (blocks)."""
 
-    __slots__ = ("job", "event", "value", "error", "seconds")
+    __slots__ = ("job", "event", "value", "error")
 
     def __init__(self, job):
         self.job = job
         self.event = threading.Event()
         self.value = self.error = None
-        self.seconds = 0.0
 
     def done(self) -> bool:
         return self.event.is_set()
@@ -67,12 +65,10 @@ class Pending:
         return self.value
 
     def _run(self):
-        t0 = time.perf_counter()
         try:
             self.value = self.job()
         except BaseException as exc:  # noqa: BLE001  (delivered to whoever asks)
             self.error = exc
-        self.seconds = time.perf_counter() - t0
         self.job = None            # drop the input replicas now
         self.event.set()
 
@@ -86,7 +82,6 @@ def submit(job) -> Pending:
             p._run()
             return p
         _queue.append(p)
-        _all.append(p)
         if _worker is None or not _worker.is_alive():
             _worker = threading.Thread(target=_loop, name="numaccel-compile", daemon=True)
             _worker.start()
@@ -108,8 +103,6 @@ def _loop():
         finally:
             with _cv:
                 _busy.clear()
-                if p in _all:
-                    _all.remove(p)
                 _cv.notify_all()
 
 
@@ -132,6 +125,21 @@ def wait_for_compiles(timeout: float | None = None) -> bool:
                 return False
             _cv.wait(left)
     return True
+
+
+def compile_later(compile_graph, graph, values, env=None) -> Pending:
+    """Queue ``compile_graph(graph)`` and one run of the result on replicas of ``values``
+    (the backend's lazy part: Numba compiles a kernel on its first call); ``values``
+    None: compile only (the first real run finishes it). The Pending's result is the run."""
+    reps = None if values is None else [replica(v) for v in values]
+    env = dict(env or {})
+
+    def job():
+        run = compile_graph(graph)
+        if reps is not None:
+            run(reps, env)
+        return run
+    return submit(job)
 
 
 def eligible(backend_name: str, values) -> bool:
@@ -193,14 +201,10 @@ def _after_fork_in_child():
     global _cv, _worker
     _cv = threading.Condition()
     _worker = None
+    redo = [p for p in _busy + list(_queue) if p.job is not None]
     _busy.clear()
-    redo = [p for p in _all if not p.event.is_set()]
     _queue.clear()
-    _all.clear()
-    for p in redo:
-        if p.job is not None:
-            _queue.append(p)
-            _all.append(p)
+    _queue.extend(redo)
     if _queue:
         _worker = threading.Thread(target=_loop, name="numaccel-compile", daemon=True)
         _worker.start()
@@ -209,4 +213,4 @@ def _after_fork_in_child():
 atexit.register(_at_exit)
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-__all__ = ["Pending", "eligible", "pending", "replica", "submit", "wait_for_compiles"]
+__all__ = ["Pending", "compile_later", "eligible", "pending", "replica", "submit", "wait_for_compiles"]

@@ -53,8 +53,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
     st = probe.last_trace
     entry = probe.entries[-1] if probe.entries else None
     if entry is not None and entry.pending is not None:
-        entry.pending.event.wait()     # report the plan the background compile makes
-        probe._settle(entry)
+        probe._settle(entry)     # waits: report the plan the background compile makes
     ex = Explanation(name=getattr(acc.fn, "__qualname__", str(acc.fn)))
     if entry is not None:
         ex.entry_kind = {"graph": "one full graph", "segmented": "graph breaks: compiled "

@@ -249,15 +249,7 @@ class SegmentRunner:
         # it once on replicas of ``values`` (None: compile only, the first run finishes)
         self._counts["compiles"] += 1
         slot.compiled, slot.seen_run = True, 1
-        graph, compile_graph = slot.graph, self._compile_graph
-        reps = None if values is None else [background.replica(v) for v in values]
-
-        def job():
-            run = compile_graph(graph)
-            if reps is not None:
-                run(reps, {})
-            return run
-        slot.pending = background.submit(job)
+        slot.pending = background.compile_later(self._compile_graph, slot.graph, values)
 
     def _settle(self, slot):
         p, slot.pending = slot.pending, None
