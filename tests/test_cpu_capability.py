@@ -11,7 +11,7 @@ from numaccel.cpu_features import host_features, resolve
 SCRIPT = r"""
 import numpy as np, numaccel
 f = numaccel.accelerate(lambda x, y: x * y + 1.5, backend="cpu")
-x = np.ones(100_000, np.float32)
+x = np.ones(1 << 19, np.float32)   # over parallel_min: a kernel of its own, not the wrapper
 f(x, x)
 run = f.entries[0].run
 mod = next(iter(run.steps[0].mods.values()))

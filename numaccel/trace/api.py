@@ -243,6 +243,7 @@ class Accelerated:
         pol = e.policies.get(shapes)
         if pol is None:
             pol = e.policies[shapes] = Policy()
+        self.segments.settle_queued()
         eager = pol.eager_next()
         t0 = time.perf_counter()
         if eager:
