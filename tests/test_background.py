@@ -246,6 +246,13 @@ def test_exit_while_compiling_is_clean_and_leaves_a_warm_cache(tmp_path):
         x = np.random.default_rng(0).standard_normal((64, 300)).astype(np.float32)
         g = numaccel.accelerate(f)
         np.testing.assert_allclose(g(x), f(x), rtol=1e-5)
+        # exit once the worker has taken the compile up (a queued one is dropped at
+        # exit; on a busy machine the worker may not have run yet)
+        import time
+        from numaccel.trace import background
+        t0 = time.time()
+        while not background._busy and background.pending() and time.time() - t0 < 60:
+            time.sleep(0.001)
         print(g.entries[0].pending is not None)
     """)
     env = dict(os.environ, NUMACCEL_CACHE_DIR=str(tmp_path / "cache"),

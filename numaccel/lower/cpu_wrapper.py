@@ -72,6 +72,7 @@ class _Gen:
         stacks = [n for n in graph.nodes if n.op == "concatenate" and
                   all(scalar1(i) for i in n.inputs)]
         cand = {i for n in stacks for i in n.inputs}
+        self.consumers = consumers
         self.stacked = {i for i in cand if all(
             graph.nodes[c].op == "concatenate" and all(j in cand for j in graph.nodes[c].inputs)
             for c in consumers.get(i, ()))}
@@ -139,8 +140,11 @@ class _Gen:
                 fn(n)
         outs = []
         for i in g.outputs:
+            if _passed_through(g.nodes[i]):
+                continue    # by CompiledWrapper: the same object, no copy
             name = self.names[i]
-            # an output never aliases an argument or another output (as in the step path)
+            # a view output is a copy: Numba would box it as a new array over the
+            # argument's memory that a later segment could be handed to overwrite
             outs.append(f"{name}.copy()" if self.kinds[i] in ("view", "leaf") and
                         g.nodes[i].aval.ndim else name)
         self.emit(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
@@ -381,8 +385,11 @@ class _Gen:
         if any(name not in ("getitem", "transpose") for name, _ in chain) or any(
                 None in a.get("index", ()) for _, a in chain):
             raise Unsupported("scatter through a view Numba cannot write through")
-        self.new(n, f"{self.names[root]}.copy()")
-        view, aval = f"n{n.id}", self.g.nodes[root].aval
+        if self._dead_after(root, n.id):
+            self.names[n.id] = self.names[root]     # a buffer nothing reads again: in place
+        else:
+            self.new(n, f"{self.names[root]}.copy()")
+        view, aval = self.names[n.id], self.g.nodes[root].aval
         from ..ops import get_op
         for name, attrs in chain[:-1]:
             view = self._view_expr(view, name, attrs, aval.ndim)
@@ -401,6 +408,14 @@ class _Gen:
         idx, ind = self.loops(shape)
         val = cast(self.elem(value, shape, idx), vdt, tdt)
         self.emit(f"w{n.id}[{', '.join(idx)}] = {_store(val, tdt)}", ind)
+
+    def _dead_after(self, root, nid) -> bool:
+        """``root`` is an intermediate this graph made, read only by node ``nid``: its
+        buffer can take ``nid``'s writes (the value written cannot read it either)."""
+        g = self.g
+        return ((root in self.kernels or g.nodes[root].op in ("full", "scatter_view"))
+                and g.nodes[root].aval.ndim > 0 and root not in g.outputs
+                and self.consumers.get(root) == {nid})
 
     def _view_expr(self, x, name, attrs, ndim):
         if name == "transpose":
@@ -425,6 +440,12 @@ def _index_parts(index, ndim):
         else:
             raise Unsupported(f"index item {it!r}")
     return parts or [":"] * ndim
+
+
+def _passed_through(n) -> bool:
+    # an array argument or constant output as is (0-d ones come back as registers and
+    # are made 0-d arrays again, as every other 0-d output)
+    return n.op in ("input", "const") and n.aval.ndim > 0
 
 
 class CompiledWrapper:
@@ -458,6 +479,11 @@ class CompiledWrapper:
         self.outs = []
         for i in graph.outputs:
             a = graph.nodes[i].aval
+            n = graph.nodes[i]
+            if _passed_through(n):      # not returned by entry
+                self.outs.append((n.attrs["index"], "input") if n.op == "input" else
+                                 (graph.consts[i], "const"))
+                continue
             narrow = a.dtype.name in NARROW
             if a.weak:      # a Python scalar of the program stays one
                 self.outs.append(({"bool": bool, "int": int, "float": float,
@@ -478,9 +504,16 @@ class CompiledWrapper:
                 else:
                     v = np.float32(v)
             args.append(v)
-        res = self.entry(*args)
+        res = iter(self.entry(*args))
         out = []
-        for v, (dt, conv) in zip(res, self.outs):
+        for dt, conv in self.outs:
+            if conv == "input":
+                out.append(values[dt])
+                continue
+            if conv == "const":
+                out.append(dt)
+                continue
+            v = next(res)
             if conv is None:
                 out.append(v)
             elif conv == "bits":

@@ -268,7 +268,7 @@ def where(condition, x=None, y=None):
     if x is None and y is None:
         raise Unhandled("np.where with one argument (data-dependent size)")
     st = _st_of(condition, x, y)
-    return st.op("where", [condition, x, y], scalar=True)
+    return st.op("where", [condition, x, y])    # a 0-d array even from scalars, as NumPy
 
 
 @handles(np.clip)
