@@ -190,3 +190,64 @@ def _method_sort(a, axis=-1, kind=None, order=None, *, stable=None):
 
 METHODS["argsort"] = argsort
 METHODS["sort"] = _method_sort
+
+
+# ------------------------------------------------------------------------------ linalg
+# (ops/linalg.py): LAPACK through NumPy, traced so that they are no graph break
+
+_LINALG_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64,
+                                             np.complex128))
+
+
+def _linalg_operand(st, a, what):
+    a = st.lift(a)
+    if a.dtype.kind in "biu":
+        a = st.op("astype", [a], dtype=np.dtype(np.float64))   # as NumPy's linalg does
+    elif a.dtype not in _LINALG_DTYPES:
+        raise Unhandled(f"{what} of {a.dtype}")      # NumPy raises its TypeError
+    return a
+
+
+def _square(st, a, what):
+    a = _linalg_operand(st, a, what)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise Unhandled("NumPy raises the error")    # not a stack of square matrices
+    return a
+
+
+@handles(np.linalg.solve)
+def linalg_solve(a, b):
+    st = _st_of(a, b)
+    a, b = _linalg_operand(st, a, "solve"), _linalg_operand(st, b, "solve")
+    if a.ndim != 2 or b.ndim not in (1, 2) or a.shape[0] != a.shape[1] \
+            or b.shape[0] != a.shape[0]:
+        raise Unhandled("stacked systems or shapes NumPy rejects")
+    dt = np.result_type(a.dtype, b.dtype)
+    a, b = (x if x.dtype == dt else st.op("astype", [x], dtype=dt) for x in (a, b))
+    return st.op("linalg_solve", [a, b])
+
+
+@handles(np.linalg.inv)
+def linalg_inv(a):
+    st = _st_of(a)
+    return st.op("linalg_inv", [_square(st, a, "inv")])
+
+
+@handles(np.linalg.det)
+def linalg_det(a):
+    st = _st_of(a)
+    return st.op("linalg_det", [_square(st, a, "det")], scalar=True)   # 2-D: a scalar
+
+
+@handles(np.linalg.cholesky)
+def linalg_cholesky(a, /, *, upper=False):
+    st = _st_of(a)
+    return st.op("linalg_cholesky", [_square(st, a, "cholesky")], upper=bool(upper))
+
+
+@handles(np.linalg.eigvalsh)
+def linalg_eigvalsh(a, UPLO="L"):
+    if not isinstance(UPLO, str) or UPLO.upper() not in ("L", "U"):
+        raise Unhandled("NumPy raises the error")
+    st = _st_of(a)
+    return st.op("linalg_eigvalsh", [_square(st, a, "eigvalsh")], UPLO=UPLO.upper())
