@@ -20,6 +20,7 @@ from ..trace.symbolic import has_sym, resolve
 from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, block_count, buffer_args,
                           colreduce_source, flat_or_copy, flat_view, load_kernels, map_source,
                           red_ufunc, reduce_source)
+from .cpu_gemv import MatvecPairStep, pair_matvecs
 from .cpu_wrapper import CompiledWrapper, Unsupported
 from .cpu_rows import RowStep
 from .cpu_threads import launch
@@ -427,6 +428,7 @@ class CompiledGraph:
         for st in steps:
             if isinstance(st, MapStep) and st.out in direct:
                 st.dest = direct[st.out]
+        steps = pair_matvecs(g, steps, outs, consumers, base, NumpyStep, MapStep)
         steps = self._merge(g, steps, outs, consumers)
         self.free = [[] for _ in steps]
         last = {}
@@ -455,6 +457,8 @@ class CompiledGraph:
             return st.k.operands
         if isinstance(st, InplaceScatterStep):
             return st.n.inputs
+        if isinstance(st, MatvecPairStep):
+            return st.reads
         return st.inputs
 
     @staticmethod
@@ -546,6 +550,8 @@ class CompiledGraph:
                     ops.append(s.node.op)
                 dest = " -> in place" if getattr(s, "dest", None) else ""
                 lines.append(f"kernel[{s.k.kind}] %{s.k.root}: {' '.join(ops)}{dest}")
+            elif isinstance(s, MatvecPairStep):
+                lines.append(s.describe())
             elif isinstance(s, InplaceScatterStep):
                 lines.append(f"inplace %{s.n.id}: scatter_view{' (direct)' if s.direct else ''}")
             else:
