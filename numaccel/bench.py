@@ -182,6 +182,7 @@ def first_call(fn: Callable, args: tuple, ref: Any, w) -> dict[str, Any]:
 def take_sample(fn: Callable, args: tuple, rec: dict[str, Any]) -> None:
     """One timed sample (``calls_per_sample`` calls) appended to ``rec``; medians updated."""
     calls = rec["calls_per_sample"]
+    demo.settle()        # no BLAS threads left spinning by the previous contender
     t0 = time.perf_counter()
     for _ in range(calls):
         demo.materialize(fn(*args))

@@ -216,10 +216,26 @@ def _calls_per_run(meta: dict, size: str) -> int:
     return max(1, int(c))
 
 
+def settle() -> None:
+    """Busy-wait ``NUMACCEL_SETTLE_S`` seconds (default 0.15) before a timed run.
+
+    OpenBLAS's worker threads spin for ~0.1 s after a BLAS call (measured here: a full
+    core for 0.1 s after logreg_gd's NumPy run): a multi-threaded run right after a NumPy
+    run with BLAS shares a core with them (logreg_gd M: 92 ms against 67 ms back to back).
+    Waiting lets them go to sleep; waiting busy, not in ``time.sleep``, keeps the cores
+    out of their idle states (after a 0.15 s sleep the same run took 81 ms). Both sides
+    settle alike before every timed run."""
+    wait = float(os.environ.get("NUMACCEL_SETTLE_S", "0.15"))
+    end = time.perf_counter() + wait
+    while time.perf_counter() < end:
+        pass
+
+
 def _timed_run(fn, pristine, fresh_copies: bool, k_calls: int):
     arg_sets = ([copy.deepcopy(pristine) for _ in range(k_calls)] if fresh_copies
                 else [pristine] * k_calls)
     out = None
+    settle()
     t0 = time.perf_counter()
     for a in arg_sets:
         out = materialize(fn(*a))

@@ -367,3 +367,18 @@ def test_run_program_warms_up_and_checks_warm_up_calls(tmp_path, monkeypatch):
     rec = demo.run_program(corpus, "good", "S", "counting_compiler:compile", repeat=2,
                            warmup=0)
     assert len(counting_compiler.CALLS) == 5 and rec["status"] == "ok", rec
+
+
+def test_timed_runs_settle_first_for_the_set_time(monkeypatch):
+    # the suite sets NUMACCEL_SETTLE_S=0; the default waits for BLAS threads to sleep
+    import time
+    calls = []
+    monkeypatch.setenv("NUMACCEL_SETTLE_S", "0.05")
+    t0 = time.perf_counter()
+    out, ms, _ = demo._timed_run(lambda x: calls.append(x) or x + 1, (1,), False, 2)
+    assert time.perf_counter() - t0 >= 0.05 and ms < (time.perf_counter() - t0) * 1e3
+    assert out == 2 and calls == [1, 1]
+    monkeypatch.delenv("NUMACCEL_SETTLE_S")
+    t0 = time.perf_counter()
+    demo.settle()
+    assert time.perf_counter() - t0 >= 0.15
