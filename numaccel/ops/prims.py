@@ -530,3 +530,4 @@ _reg("imag", "elementwise", np.imag,
 from . import search  # noqa: E402,F401  (registers searchsorted and its CPU kernel)
 from . import sorting  # noqa: E402,F401  (registers sort, argsort, argsort_topk)
 from . import linalg  # noqa: E402,F401  (registers linalg_solve, _inv, _det, _cholesky, _eigvalsh)
+from . import fft  # noqa: E402,F401  (registers fft and its threaded CPU kernel)

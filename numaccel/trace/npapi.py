@@ -333,7 +333,7 @@ handles(np.cumprod)(_cum("multiply"))
 
 
 # the rest of the API registers its handlers on import
-from . import np_shape, np_create, np_extra  # noqa: E402,F401
+from . import np_shape, np_create, np_extra, np_fft  # noqa: E402,F401
 from .np_create import (getitem, hooks, index_spec, setitem,  # noqa: E402,F401
                         stack_nested, METHODS)
 from .np_shape import matmul, reshape  # noqa: E402,F401
