@@ -382,3 +382,21 @@ def test_timed_runs_settle_first_for_the_set_time(monkeypatch):
     t0 = time.perf_counter()
     demo.settle()
     assert time.perf_counter() - t0 >= 0.15
+
+
+def test_short_calls_are_timed_back_to_back_in_samples_of_about_30_ms():
+    import time
+    fast = lambda w: w.numpy_fn
+
+    def slow(w):
+        def f(*a):
+            time.sleep(0.04)
+            return w.numpy_fn(*a)
+        return f
+
+    res = bench.run_bench(["softmax_f32"], ["numpy", "numaccel"], quick=True, repeat=1,
+                          compilers={"numaccel": slow, "numpy": fast}, log=lambda s: None)
+    r = res["softmax_f32"]["results"]
+    assert r["numaccel"]["calls_per_sample"] == 1       # one call is over 30 ms
+    assert r["numpy"]["calls_per_sample"] == 50          # quick softmax: microseconds
+    assert r["numaccel"]["median_ms"] >= 40
