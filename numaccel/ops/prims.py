@@ -531,3 +531,27 @@ from . import search  # noqa: E402,F401  (registers searchsorted and its CPU ker
 from . import sorting  # noqa: E402,F401  (registers sort, argsort, argsort_topk)
 from . import linalg  # noqa: E402,F401  (registers linalg_solve, _inv, _det, _cholesky, _eigvalsh)
 from . import fft  # noqa: E402,F401  (registers fft and its threaded CPU kernel)
+
+
+# a parallel 1-D scan for large arrays (kernels_cpu/scan.py)
+_SCAN_OPS = {"add": 0, "maximum": 1, "minimum": 2}
+_SCAN_DTYPES = frozenset(np.dtype(t) for t in (np.bool_, np.int32, np.int64, np.float32,
+                                                np.float64))
+
+
+def _cpu_scan_supports(x, ufunc, axis=None, dtype=None):
+    from ..config import config
+    return (isinstance(x, np.ndarray) and ufunc in _SCAN_OPS and dtype is None
+            and (axis is None or x.ndim == 1) and x.dtype in _SCAN_DTYPES
+            and x.size >= config.parallel_min)
+
+
+def _cpu_scan(x, ufunc, axis=None, dtype=None):
+    from ..kernels_cpu.scan import scan
+    x = x.reshape(-1)                 # axis=None scans the flattened array, as NumPy
+    out = np.empty(x.shape, _scan_ref(x[:1], ufunc).dtype)
+    return scan(x, out, _SCAN_OPS[ufunc])
+
+
+from ..backends import register_kernel  # noqa: E402
+register_kernel("scan", "cpu", _cpu_scan, supports=_cpu_scan_supports, name="scan_threads_cpu")

@@ -1,0 +1,79 @@
+"""1-D prefix scans (``np.cumsum``, ``np.maximum/minimum.accumulate``) on several threads:
+the ``scan`` op's CPU kernel.
+
+NumPy's scan is one sequential loop: every element waits for the add (or compare) of the
+one before, ~4 cycles each (cumsum of 2.5M float64: 5.7 ms, memory would allow ~1 ms).
+Here the array is cut into ``CHUNKS`` chunks (by size only, so results do not depend on
+the thread count): each chunk is scanned on its own, in parallel; then each chunk's
+offset (the scan of the chunk totals before it) is combined into its elements, a loop
+without a dependency chain that vectorizes.
+
+Results: integer sums and max/min are exact; a float sum adds the same terms in another
+grouping (each element is offset + its chunk's partial sum), within a few ulp of the
+running sum NumPy computes. max/min propagate NaN as NumPy's do.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+CHUNKS = 16
+
+
+@numba.njit(inline="always")
+def _comb(op, a, b):
+    # op 0: add, 1: maximum, 2: minimum (NaN wins, as np.maximum/np.minimum)
+    if op == 0:
+        return a + b
+    if op == 1:
+        return b if (b > a or b != b) else a
+    return b if (b < a or b != b) else a
+
+
+@numba.njit(nogil=True, cache=True)
+def scan_chunks(x, out, op, n, nchunks, lo, hi):
+    """Scan chunks ``[lo, hi)`` of ``x`` into ``out`` (each chunk from its own start)."""
+    for c in range(lo, hi):
+        a, b = n * c // nchunks, n * (c + 1) // nchunks
+        if a == b:
+            continue
+        out[a] = x[a]           # the stores cast to the result dtype (bool -> int64)
+        s = out[a]
+        for i in range(a + 1, b):
+            out[i] = x[i]
+            s = _comb(op, s, out[i])
+            out[i] = s
+
+
+@numba.njit(nogil=True, cache=True)
+def add_offsets(out, offsets, op, n, nchunks, lo, hi):
+    """Combine chunk ``c``'s offset into its elements, for chunks ``[lo, hi)`` (> 0)."""
+    for c in range(max(lo, 1), hi):
+        a, b = n * c // nchunks, n * (c + 1) // nchunks
+        o = offsets[c]
+        for i in range(a, b):
+            out[i] = _comb(op, o, out[i])
+
+
+@numba.njit(nogil=True, cache=True)
+def chunk_offsets(out, offsets, op, n, nchunks):
+    """``offsets[c]``: the scan of the totals of chunks ``0 .. c-1`` (``c >= 1``)."""
+    acc = out[n // nchunks - 1]
+    for c in range(1, nchunks):
+        a, b = n * c // nchunks, n * (c + 1) // nchunks
+        offsets[c] = acc
+        if b > a:
+            acc = _comb(op, acc, out[b - 1])
+
+
+def scan(x, out, op: int) -> np.ndarray:
+    """Scan 1-D ``x`` into ``out`` (its result dtype) with ``op`` (0 add, 1 max, 2 min)
+    on the cpu backend's threads."""
+    from ..lower.cpu_threads import launch
+    n = x.shape[0]
+    k = min(CHUNKS, n)
+    launch(scan_chunks, [x, out, op, n, k], k, n)
+    offsets = np.empty(k, out.dtype)
+    chunk_offsets(out, offsets, op, n, k)
+    launch(add_offsets, [out, offsets, op, n, k], k, n)
+    return out
