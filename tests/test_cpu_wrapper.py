@@ -292,3 +292,35 @@ def test_where_of_scalars_is_a_0d_array():
     f = numaccel.accelerate(lambda x, s: np.where(-np.sum(-x), np.sum(x), s))
     for _ in range(2):
         assert_same(f(x, s), np.where(-np.sum(-x), np.sum(x), s))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int16, np.uint8])
+@pytest.mark.parametrize("cols", [32, 45, 128])
+def test_max_min_in_lanes_match_numpy(rng, dtype, cols):
+    # rows of >= 32 reduce in 16 accumulators (one per vector lane): any order is exact
+    # for max/min, and a NaN anywhere (a lane, the tail, the last element) still wins
+    x = (rng.standard_normal((6, cols)) * 50).astype(dtype)
+
+    def prog(a):
+        d = a - a[:, ::-1]
+        return (a.max(), a.min(axis=1), np.abs(d).max(axis=1, keepdims=True),
+                a.T.max(axis=0), a.min(axis=0), np.maximum(a, 3).min())
+
+    f = run(prog, x)
+    assert "ln" in f.entries[0].run.wrapper.source   # the lane form ran
+    if np.dtype(dtype).kind == "f":
+        for where in [(0, 0), (2, 17), (5, cols - 1), (3, cols - cols % 16 - 1)]:
+            y = x.copy()
+            y[where] = np.nan
+            run(prog, y)
+        z = x.copy()
+        z[1] = -np.inf
+        z[4, 5] = np.inf
+        run(prog, z)
+
+
+def test_max_of_a_mid_size_float_graph_runs_in_the_wrapper(rng):
+    # a float max over more than TINY_MAX elements no longer needs the step kernels
+    # (one accumulator was a chain of selects; 16 lanes vectorize)
+    u = rng.random((150, 150))
+    run(lambda a, b: (np.abs(a - b).max(), (a * b).min(axis=0)), u, u[::-1].copy())

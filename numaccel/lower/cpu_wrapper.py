@@ -36,6 +36,7 @@ TINY_MAX = 1 << 14
 # TINY_MAX multiply-adds (loops, not BLAS), and wrappers longer than MID_MAX_LINES after
 # rerolling (Numba's compile time grows faster than the function: 550 lines took 32 s).
 MID_MAX_LINES = 160
+_LANES, _LANES_MIN = 16, 32     # accumulators of a max/min (see reduce_kernel)
 _PYOPS = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
           "eq": "==", "ne": "!="}
 
@@ -222,7 +223,13 @@ class _Gen:
         if count == 0 and uf in ("maximum", "minimum"):
             raise Unsupported("empty max/min reduction (raises in the step path)")
         acc_dt = _acc_dtype(red, src.aval.dtype)
-        if acc_dt.kind in "fc" and int(np.prod(shape)) > TINY_MAX:
+        # max/min over a row of at least _LANES_MIN: _LANES accumulators, one per lane of
+        # the innermost reduced dim (LLVM vectorizes that; one accumulator is a chain of
+        # selects at ~2 ns an element, 4x slower). Exact in any order, NaN still wins
+        last = axes[-1] if axes else None
+        lanes = uf in ("maximum", "minimum") and acc_dt.kind in "fiu" and \
+            last is not None and shape[last] >= _LANES_MIN
+        if acc_dt.kind in "fc" and int(np.prod(shape)) > TINY_MAX and not lanes:
             raise Unsupported(f"a float reduction of {int(np.prod(shape))} elements "
                               f"(> {TINY_MAX}: the kernels' vectorized partial sums)")
         self.nk += 1
@@ -234,18 +241,45 @@ class _Gen:
         for d in kept:
             self.emit(f"for i{d} in range({shape[d]}):", ind)
             ind += "    "
-        self.emit(f"{acc} = {acc_init(uf, acc_dt)}", ind)
         outer = ind
-        for d in axes:
-            self.emit(f"for i{d} in range({shape[d]}):", ind)
-            ind += "    "
         idx = [f"i{d}" for d in range(nd)]
         exprs = {i: self.elem(i, shape, idx) for i in k.operands}
-        body, names = body_lines(self.g, k.nodes, exprs, ind, prefix=f"k{self.nk}_")
-        self.lines += body
-        x = names.get(src.id, exprs.get(src.id))
-        self.emit(f"xr{self.nk} = {acc_cast(x, acc_dt)}", ind)
-        self.emit(f"{acc} = {acc_comb(uf, acc, f'xr{self.nk}')}", ind)
+        xr = f"xr{self.nk}"
+
+        def element(target, ind):   # the reduced element at index idx, into ``target``
+            body, names = body_lines(self.g, k.nodes, exprs, ind, prefix=f"k{self.nk}_")
+            self.lines += body
+            self.emit(f"{xr} = {acc_cast(names.get(src.id, exprs.get(src.id)), acc_dt)}",
+                      ind)
+            self.emit(f"{target} = {acc_comb(uf, target, xr)}", ind)
+
+        if not lanes:
+            self.emit(f"{acc} = {acc_init(uf, acc_dt)}", ind)
+            for d in axes:
+                self.emit(f"for i{d} in range({shape[d]}):", ind)
+                ind += "    "
+            element(acc, ind)
+        else:
+            ln = f"ln{self.nk}"
+            self.lines.insert(0, f"    {ln} = np.empty({_LANES}, np.{_np_dt(acc_dt)})")
+            self.emit(f"for l in range({_LANES}):", ind)
+            self.emit(f"{ln}[l] = {acc_init(uf, acc_dt)}", ind + "    ")
+            for d in axes[:-1]:
+                self.emit(f"for i{d} in range({shape[d]}):", ind)
+                ind += "    "
+            n_last = shape[last]
+            main = n_last - n_last % _LANES
+            self.emit(f"for t{self.nk} in range(0, {main}, {_LANES}):", ind)
+            self.emit(f"for l in range({_LANES}):", ind + "    ")
+            self.emit(f"i{last} = t{self.nk} + l", ind + "        ")
+            element(f"{ln}[l]", ind + "        ")
+            if main < n_last:
+                self.emit(f"for i{last} in range({main}, {n_last}):", ind)
+                element(f"{ln}[0]", ind + "    ")
+            self.emit(f"{acc} = {ln}[0]", outer)
+            self.emit(f"for l in range(1, {_LANES}):", outer)
+            self.emit(f"{xr} = {ln}[l]", outer + "    ")
+            self.emit(f"{acc} = {acc_comb(uf, acc, xr)}", outer + "    ")
         res = acc_result(red, acc, acc_dt, float(count))
         if kept:
             kidx = ", ".join(f"i{d}" for d in kept)
