@@ -21,6 +21,7 @@ from .cpu_codegen import (_acc_dtype, _operand_exprs, _pattern, block_count, buf
                           colreduce_source, flat_or_copy, flat_view, load_kernels, map_source,
                           red_ufunc, reduce_source)
 from .cpu_gemv import MatvecPairStep, pair_matvecs
+from .pingpong import PingPongScatterStep
 from .cpu_wrapper import CompiledWrapper, Unsupported
 from .cpu_rows import RowStep
 from .cpu_threads import launch
@@ -417,6 +418,14 @@ class CompiledGraph:
                               and all(base[i] != n.inputs[0] for i in kern.operands))
                 if can_direct:
                     direct[val] = (n.inputs[0], n.attrs["chain"])
+                elif steps and isinstance(steps[-1], MapStep) and steps[-1].out == val \
+                        and steps[-1].k is kern and val not in outs \
+                        and consumers.get(val) == [nid] and PingPongScatterStep.applies(n) \
+                        and str(g.nodes[val].aval) == str(_chain_aval(g, n)):
+                    # a stencil update: its kernel (the step just before) writes into a
+                    # new buffer instead of a temporary copied back (see pingpong)
+                    steps[-1] = PingPongScatterStep(n, steps[-1], _resolve)
+                    continue
                 steps.append(InplaceScatterStep(n, can_direct))
             elif nid in rows:
                 steps.append(RowStep(g, rows[nid]))
@@ -457,7 +466,7 @@ class CompiledGraph:
             return st.k.operands
         if isinstance(st, InplaceScatterStep):
             return st.n.inputs
-        if isinstance(st, MatvecPairStep):
+        if isinstance(st, (MatvecPairStep, PingPongScatterStep)):
             return st.reads
         return st.inputs
 
@@ -550,7 +559,7 @@ class CompiledGraph:
                     ops.append(s.node.op)
                 dest = " -> in place" if getattr(s, "dest", None) else ""
                 lines.append(f"kernel[{s.k.kind}] %{s.k.root}: {' '.join(ops)}{dest}")
-            elif isinstance(s, MatvecPairStep):
+            elif isinstance(s, (MatvecPairStep, PingPongScatterStep)):
                 lines.append(s.describe())
             elif isinstance(s, InplaceScatterStep):
                 lines.append(f"inplace %{s.n.id}: scatter_view{' (direct)' if s.direct else ''}")
