@@ -1,6 +1,7 @@
 """Differential tests of the traced NumPy API against NumPy (reference backend)."""
 import numpy as np
 import pytest
+import numaccel
 
 from conftest import BF16, check_np
 
@@ -366,3 +367,27 @@ def test_functions_built_from_primitives(rng):
     def divide_where(a, b):
         return np.divide(a, b, out=np.zeros_like(a), where=b > 0)
     check_np(divide_where, x, rng.standard_normal((4, 5)), fullgraph=True)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int16, np.bool_])
+def test_pad_edge_is_one_op(rng, backend, dtype):
+    # np.pad(mode="edge") traces as one pad op (NumPy's one-pass pad in the step path,
+    # clamped-index loops in the compiled wrapper), sizes 1 and 0-width pads included
+    x = (rng.standard_normal((5, 4, 3)) * 10).astype(dtype)
+    progs = [lambda a: np.pad(a, 1, mode="edge"),
+             lambda a: np.pad(a, ((2, 0), (0, 0), (1, 3)), mode="edge") * 2,
+             lambda a: np.pad(a[:, :1, ::-1], ((0, 1), (3, 3), (1, 0)), mode="edge")]
+    for prog in progs:
+        f = check_np(prog, x, backend=backend, fullgraph=True)
+        ops = [n.op for n in f.entries[0].graph.nodes]
+        assert ops.count("pad") == 1 and "concatenate" not in ops, ops
+    big = rng.standard_normal((300, 900))             # the step path (NumPy's np.pad)
+    check_np(lambda a: np.pad(a, 1, mode="edge")[:-2, 2:] - a, big, backend=backend)
+
+
+def test_pad_edge_of_an_empty_axis_raises_as_numpy():
+    f = numaccel.accelerate(lambda a: np.pad(a, 1, mode="edge"))
+    with pytest.raises(ValueError):
+        f(np.zeros((0, 3)))
+    check_np(lambda a: np.pad(a, ((0, 0), (1, 1)), mode="edge"), np.zeros((0, 3)))

@@ -341,6 +341,18 @@ class _Gen:
                                f"np.{_np_dt(n.aval.dtype)})")
         self.new(n, f"np.broadcast_to({x}, {self.shape(n.id)})")
 
+    def op_pad(self, n):
+        # mode "edge" only (a constant pad's fill value would need NumPy's casting here)
+        if n.attrs.get("mode") != "edge" or self.g.nodes[n.inputs[0]].aval.ndim == 0:
+            raise Unsupported("pad other than mode='edge'")
+        x, shape, src = self.names[n.inputs[0]], self.shape(n.id), self.shape(n.inputs[0])
+        self.emit(f"n{n.id} = np.empty({shape}, np.{_np_dt(n.aval.dtype)})")
+        idx, ind = self.loops(shape)
+        clamped = ", ".join(f"min(max({i} - {lo}, 0), {m - 1})"
+                            for i, (lo, _), m in zip(idx, n.attrs["pad_width"], src))
+        self.emit(f"n{n.id}[{', '.join(idx)}] = {x}[{clamped}]", ind)
+        self.names[n.id] = f"n{n.id}"
+
     def op_flip(self, n):
         axes = n.attrs["axis"]
         nd = n.aval.ndim

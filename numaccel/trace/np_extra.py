@@ -129,6 +129,13 @@ def pad_modes(array, pad_width, mode="constant", **kwargs):
     st = _st_of(array)
     a = st.lift(array)
     pw = np.broadcast_to(np.asarray(pad_width, dtype=np.intp), (a.ndim, 2))
+    if (pw >= 0).all() and all(type(n) is int and (n > 0 or not (lo or hi))
+                               for n, (lo, hi) in zip(a.shape, pw)):
+        # static sizes, none of them an empty axis to pad (NumPy raises for that)
+        return st.op("pad", [a, 0], pad_width=tuple((int(lo), int(hi)) for lo, hi in pw),
+                     mode="edge")
+    if any(type(n) is int and n == 0 and (lo or hi) for n, (lo, hi) in zip(a.shape, pw)):
+        raise Unhandled("NumPy raises the error")     # an empty axis cannot be extended
     for d, (lo, hi) in enumerate(pw):
         pre = (slice(None),) * d
         parts = []
