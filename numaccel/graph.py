@@ -16,15 +16,25 @@ from .ir import AVal
 from .trace.symbolic import Sym, render
 
 
-@dataclass(frozen=True, eq=False)
 class Node:
-    id: int
-    op: str
-    inputs: tuple
-    attrs: dict
-    aval: AVal
-    #: NumPy returns an np.generic (not a 0-d array) for this value
-    scalar: bool = False
+    """One SSA node. Treated as immutable (nothing assigns its fields after creation);
+    a plain slots class, not a frozen dataclass: tracing makes one per NumPy call, and a
+    frozen dataclass's ``__init__`` (``object.__setattr__`` per field) cost ~0.8 us."""
+
+    __slots__ = ("id", "op", "inputs", "attrs", "aval", "scalar")
+
+    def __init__(self, id: int, op: str, inputs: tuple, attrs: dict, aval: AVal,
+                 scalar: bool = False):
+        self.id = id
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.aval = aval
+        #: NumPy returns an np.generic (not a 0-d array) for this value
+        self.scalar = scalar
+
+    def __repr__(self):
+        return f"Node({self})"
 
     def __str__(self):
         args = ", ".join(f"%{i}" for i in self.inputs)

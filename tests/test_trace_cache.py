@@ -324,3 +324,29 @@ def test_user_numba_code_still_sees_numpys_creation_functions():
     def g(n):
         return np.zeros(n) + np.arange(n)
     np.testing.assert_array_equal(g(3), np.arange(3.0))
+
+
+def test_prefrozen_attrs_equal_what_freeze_attrs_makes():
+    # the tracer's fast paths (a plain ufunc call, a Python scalar operand) hand over attrs
+    # frozen by hand: they must be the keys freeze_attrs would make, or a segment traced
+    # through a fast path and one traced the long way would not share a cache entry
+    from numaccel.trace.npapi import _NO_DTYPE, _NO_DTYPE_FROZEN
+    from numaccel.trace.segments import freeze_attrs
+    from numaccel.trace.tracer import TraceState
+    assert freeze_attrs(_NO_DTYPE) == (_NO_DTYPE_FROZEN, False)
+    st = TraceState(fullgraph=False, run_segment=None)
+    for x in [0, -3, 1 << 62, 2.5, -0.0, 0.0, float("nan"), float("inf"), True, False, 1j]:
+        t = st.lift(x)
+        n = st.graph.nodes[t._nid]
+        assert st.sigs[n.id][2] == freeze_attrs(n.attrs)[0], x
+        assert n.aval == numaccel.trace.tracer.AVal((), np.asarray(x).dtype, n.aval.weak)
+
+
+def test_live_arrays_are_tracked_and_swept():
+    from numaccel.trace.tracer import TraceState, TracedArray, AVal
+    st = TraceState(fullgraph=False, run_segment=None)
+    keep = [TracedArray(st, 0, AVal((2,), np.float64)) for _ in range(10)]
+    for _ in range(5000):      # dead ones: dropped from the list as it grows
+        TracedArray(st, 0, AVal((2,), np.float64))
+    assert {id(t) for t in st.live} == {id(t) for t in keep}
+    assert len(st.live.refs) < 1000

@@ -213,6 +213,11 @@ def index_spec(st, a, index):
         elif isinstance(it, np.integer):
             spec.append(int(it))
         elif isinstance(it, slice):
+            b0, b1, b2 = it.start, it.stop, it.step
+            if (b0 is None or type(b0) is int) and (b1 is None or type(b1) is int) and \
+                    (b2 is None or type(b2) is int):
+                spec.append(it)         # the common case, as is
+                continue
             spec.append(slice(*(st.specialize(v) if isinstance(v, TracedArray) else
                                 (int(v) if isinstance(v, np.integer) else v)
                                 for v in (it.start, it.stop, it.step))))

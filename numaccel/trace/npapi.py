@@ -164,8 +164,16 @@ def _assign_out(st, out, res, ufunc):
     return out
 
 
+_NO_DTYPE = {"dtype": None}
+_NO_DTYPE_FROZEN = (("dtype", ("b", None)),)      # freeze_attrs(_NO_DTYPE)[0]
+
+
 def trace_ufunc(st, ufunc, method, inputs, kwargs):
     try:
+        if not kwargs and method == "__call__" and ufunc.nout == 1 and \
+                UFUNCS.get(ufunc.__name__) is ufunc and ufunc is not np.matmul:
+            # the common case (no out=, where=, dtype=): what _trace_ufunc does for it
+            return st.op_attrs(ufunc.__name__, inputs, True, _NO_DTYPE, _NO_DTYPE_FROZEN)
         return _trace_ufunc(st, ufunc, method, inputs, dict(kwargs))
     except Unhandled as e:
         f = getattr(ufunc, method) if method != "__call__" else ufunc

@@ -24,10 +24,14 @@ from .symbolic import Sym, hint
 _INFER_CACHE: dict = {}
 
 
-def infer_cached(name, avals, attrs):
+def infer_cached(name, avals, attrs, frozen_attrs=None):
     """``(infer(...), frozen attrs)``, memoized for static shapes (a symbolic rule must
-    run: it records guards). The frozen attrs are reused for the node's structural key."""
-    frozen, symbolic_attrs = freeze_attrs(attrs)
+    run: it records guards). The frozen attrs are reused for the node's structural key;
+    ``frozen_attrs``: already frozen by the caller (attrs without a Sym)."""
+    if frozen_attrs is not None:
+        frozen, symbolic_attrs = frozen_attrs, False
+    else:
+        frozen, symbolic_attrs = freeze_attrs(attrs)
     if frozen is None or symbolic_attrs or not _static_avals(avals):
         return get_op(name).infer(avals, **attrs), frozen
     key = (name, tuple(avals), frozen)
@@ -63,6 +67,9 @@ def freeze_attrs(attrs):
     return f, bool(flag)
 
 
+_NONE = ("b", None)
+
+
 def _fz(v, flag):
     t = type(v)
     if t is int or t is str:
@@ -70,7 +77,10 @@ def _fz(v, flag):
     if t is tuple or t is list:
         return ("t",) + tuple([_fz(x, flag) for x in v])
     if t is slice:
-        return ("sl", _fz(v.start, flag), _fz(v.stop, flag), _fz(v.step, flag))
+        a, b, c = v.start, v.stop, v.step      # (ints and None inline: the common case)
+        return ("sl", a if type(a) is int else _NONE if a is None else _fz(a, flag),
+                b if type(b) is int else _NONE if b is None else _fz(b, flag),
+                c if type(c) is int else _NONE if c is None else _fz(c, flag))
     if t is float:
         return ("f", v.hex())
     if v is None or t is bool:

@@ -198,7 +198,10 @@ def prod(dims):
 
 
 def is_static(shape) -> bool:
-    return not any(isinstance(d, Sym) for d in shape)
+    for d in shape:     # (a loop: any() over a generator costs 0.5 us, once per traced op)
+        if type(d) is not int and isinstance(d, Sym):
+            return False
+    return True
 
 
 def to_json(d):

@@ -65,11 +65,57 @@ def user_frame_info() -> str:
 PY_KIND = {bool: "bool", int: "int", float: "float", complex: "complex"}
 
 
+_PY_AVAL = {t: AVal((), np.asarray(t()).dtype, k) for t, k in PY_KIND.items()}
+_I64 = 1 << 63
+
+
 def aval_of(x) -> AVal:
-    if type(x) in PY_KIND:
-        return AVal((), np.asarray(x).dtype, PY_KIND[type(x)])
+    t = type(x)
+    if t in PY_KIND:
+        if t is not int or -_I64 <= x < _I64:
+            return _PY_AVAL[t]
+        return AVal((), np.asarray(x).dtype, "int")
     x = np.asarray(x) if not isinstance(x, np.ndarray) else x
     return AVal(x.shape, x.dtype)
+
+
+_npapi = None
+
+
+def _api():
+    """The npapi module (imported on first use: it imports this one)."""
+    global _npapi
+    if _npapi is None:
+        from . import npapi
+        _npapi = npapi
+    return _npapi
+
+
+class _Live:
+    """The traced arrays of a trace that are still alive: weak references in a list (a
+    WeakSet's add and its removal callback cost ~1 us per traced op). Dead references are
+    dropped when the list has doubled since the last sweep."""
+
+    __slots__ = ("refs", "sweep_at")
+
+    def __init__(self):
+        self.refs = []
+        self.sweep_at = 256
+
+    def add(self, t):
+        refs = self.refs
+        refs.append(weakref.ref(t))
+        if len(refs) >= self.sweep_at:
+            self.refs = [r for r in refs if r() is not None]
+            self.sweep_at = max(256, 2 * len(self.refs))
+
+    def __iter__(self):
+        alive = []
+        for r in self.refs:
+            t = r()
+            if t is not None:
+                alive.append(t)
+        return iter(alive)
 
 
 class TraceState:
@@ -85,7 +131,7 @@ class TraceState:
         self.guards = []              # (expr, expected, why) recorded by Sym decisions
         self.breaks = []              # (reason, user source line)
         self.segments = []            # graphs already run (one per break)
-        self.live = weakref.WeakSet()
+        self.live = _Live()
         self.const_tas = {}           # id(ndarray) -> TracedArray (held with the array)
         self.mask_counts = {}         # node id of a mask -> data-dependent Sym of its count
         self.peeked = {}              # node id -> value, computed by peek (see there)
@@ -187,10 +233,16 @@ class TraceState:
                 raise RuntimeError("a traced array escaped from another trace (was it stored "
                                    "in a global by an accelerated function?)")
             return x
-        if type(x) in PY_KIND:
-            kind = PY_KIND[type(x)]
+        t = type(x)
+        if t in PY_KIND:
+            kind = PY_KIND[t]
+            # (what freeze_attrs makes of these attrs, without its generic walk)
+            fz = x if t is int else ("f", x.hex()) if t is float else ("b", x) \
+                if t is bool else None
+            frozen = (("value", fz), ("dtype", ("b", None)), ("weak", kind)) \
+                if fz is not None else None
             node = self._add("scalar", [], {"value": x, "dtype": None, "weak": kind},
-                             aval_of(x))
+                             aval_of(x), False, frozen)
             return TracedArray(self, node.id, node.aval)
         if isinstance(x, np.generic):
             node = self._add("scalar", [], {"value": x.item(), "dtype": x.dtype.name,
@@ -226,8 +278,13 @@ class TraceState:
 
     # -- ops --------------------------------------------------------------------
     def op(self, name: str, inputs, scalar: bool = False, **attrs) -> "TracedArray":
+        return self.op_attrs(name, inputs, scalar, attrs)
+
+    def op_attrs(self, name, inputs, scalar, attrs, frozen=None) -> "TracedArray":
+        """``op`` with attrs as a dict (not copied: the node gets its own), optionally
+        ``frozen`` already (as ``freeze_attrs`` makes them; no Sym inside)."""
         ts = [self.lift(x) for x in inputs]
-        aval, frozen = infer_cached(name, [t._aval for t in ts], attrs)
+        aval, frozen = infer_cached(name, [t._aval for t in ts], attrs, frozen)
         node = self._add(name, [t._nid for t in ts], attrs, aval,
                          scalar and len(aval.shape) == 0, frozen)
         return TracedArray(self, node.id, aval, scalar=node.scalar)
@@ -386,7 +443,10 @@ def _binop(ufunc, pyop, reflected=False):
                                 (isinstance(other, TracedArray) and other._aval.weak)):
             args = (other, self) if reflected else (self, other)
             return self._st.op("pyop", args, op=pyop)
-        return ufunc(other, self) if reflected else ufunc(self, other)
+        # what ufunc(self, other) does (NumPy finds this array's __array_ufunc__ first),
+        # without NumPy's override lookup
+        return _api().trace_ufunc(self._st, ufunc, "__call__",
+                                  (other, self) if reflected else (self, other), {})
     return method
 
 
@@ -566,21 +626,17 @@ class TracedArray:
 
     # -- the NumPy protocols -------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from .npapi import trace_ufunc
-        return trace_ufunc(self._st, ufunc, method, inputs, kwargs)
+        return _api().trace_ufunc(self._st, ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from .npapi import trace_function
-        return trace_function(self._st, func, args, kwargs)
+        return _api().trace_function(self._st, func, args, kwargs)
 
     # -- indexing -------------------------------------------------------------------
     def __getitem__(self, index):
-        from .npapi import getitem
-        return getitem(self, index)
+        return _api().getitem(self, index)
 
     def __setitem__(self, index, value):
-        from .npapi import setitem
-        setitem(self, index, value)
+        _api().setitem(self, index, value)
 
     # -- operators ------------------------------------------------------------------
     __add__ = _binop(np.add, "add")
@@ -657,9 +713,9 @@ class TracedArray:
         return float(self).__round__(ndigits) if ndigits is None else np.round(self, ndigits)
 
     def __getattr__(self, name):
-        from .npapi import METHODS
-        if name in METHODS:
-            fn = METHODS[name]
+        methods = _api().METHODS
+        if name in methods:
+            fn = methods[name]
             return lambda *a, **k: fn(self, *a, **k)
         raise AttributeError(f"'TracedArray' (standing for numpy.ndarray) has no attribute "
                              f"{name!r}, or numaccel does not trace it yet")
