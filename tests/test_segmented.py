@@ -307,12 +307,12 @@ def test_auto_mode_times_both_ways_and_stays_correct(knobs, rng):
     knobs(segmented_mode="auto")
     f = numaccel.accelerate(one_break)
     xs = [rng.standard_normal(64) + 0.5 for _ in range(4)]
-    for i in range(70):     # past the periodic re-probe of the losing way
+    for i in range(100):    # past two re-probes of the losing way (calls 32 and 96)
         x = xs[i % 4]
         assert_same(f(x), one_break(x))
     info = f.cache_info()
     # the first calls trace (and compile), then plain NumPy is timed at least twice
-    assert info.hits == 69 and info.graph_breaks >= 3
+    assert info.hits == 99 and info.graph_breaks >= 3
 
 
 def test_policy_goes_eager_at_once_when_tracing_alone_costs_more_than_numpy():
@@ -330,6 +330,27 @@ def test_policy_goes_eager_at_once_when_tracing_alone_costs_more_than_numpy():
     assert promising.eager_next() is False
     promising.record(False, 0.2)
     assert promising.eager_next() is False     # traced 0.2 s beats the 0.5 s estimate
+
+
+def test_probes_of_the_losing_way_back_off_while_it_keeps_losing():
+    from numaccel.trace.segments import Policy
+    # re-tracing costs 8x NumPy (a while loop of small steps): probed after 32 calls,
+    # then after twice as many each time it loses again
+    pol = Policy(estimate=0.1, first=0.9)
+    probes = []
+    for call in range(1, 1001):
+        eager = pol.eager_next()
+        if not eager:
+            probes.append(call)
+        pol.record(eager, 0.1 if eager else 0.8)
+    assert probes == [32, 96, 224, 480, 992]
+    # the balance changes (larger arrays, fewer iterations): a probe that wins switches
+    # over and the wait starts again at 32 calls
+    pol.calls = pol.next_probe - 1
+    assert pol.eager_next() is False
+    pol.record(False, 0.05)
+    assert pol.interval == 32
+    assert [pol.eager_next() for _ in range(5)] == [False] * 5
 
 
 def test_bad_mode_is_a_clear_error(knobs):
