@@ -546,15 +546,22 @@ _SCAN_DTYPES = frozenset(np.dtype(t) for t in (np.bool_, np.int32, np.int64, np.
 def _cpu_scan_supports(x, ufunc, axis=None, dtype=None):
     from ..config import config
     return (isinstance(x, np.ndarray) and ufunc in _SCAN_OPS and dtype is None
-            and (axis is None or x.ndim == 1) and x.dtype in _SCAN_DTYPES
-            and x.size >= config.parallel_min)
+            and (axis is None or x.ndim == 1 or _last_axis_rows(x, axis))
+            and x.dtype in _SCAN_DTYPES and x.size >= config.parallel_min)
+
+
+def _last_axis_rows(x, axis):
+    # rows of a C-contiguous array scanned along the last axis (kernels_cpu.scan_rows)
+    return x.ndim >= 2 and axis % x.ndim == x.ndim - 1 and x.flags.c_contiguous
 
 
 def _cpu_scan(x, ufunc, axis=None, dtype=None):
-    from ..kernels_cpu.scan import scan
+    from ..kernels_cpu.scan import scan, scan_last_axis
+    dt = _scan_ref(x.reshape(-1)[:1], ufunc).dtype
+    if axis is not None and x.ndim >= 2:
+        return scan_last_axis(x, np.empty(x.shape, dt), _SCAN_OPS[ufunc])
     x = x.reshape(-1)                 # axis=None scans the flattened array, as NumPy
-    out = np.empty(x.shape, _scan_ref(x[:1], ufunc).dtype)
-    return scan(x, out, _SCAN_OPS[ufunc])
+    return scan(x, np.empty(x.shape, dt), _SCAN_OPS[ufunc])
 
 
 from ..backends import register_kernel  # noqa: E402
