@@ -71,6 +71,10 @@ class Config:
     #: compiles it; later calls use the compiled code once it is ready (trace/background.py;
     #: default ``NUMACCEL_BACKGROUND_COMPILE``, 0 turns it off: the first call compiles)
     background_compile: bool = field(default_factory=_env_flag("NUMACCEL_BACKGROUND_COMPILE"))
+    #: a ``while`` loop on traced values runs as one compiled step per iteration once
+    #: its first iteration has run (trace/loop_capture.py; default
+    #: ``NUMACCEL_CAPTURE_LOOPS``, 0 turns it off: the loop re-traces every iteration)
+    capture_loops: bool = field(default_factory=_env_flag("NUMACCEL_CAPTURE_LOOPS"))
     #: default backend of @accelerate
     default_backend: str = "cpu"
     #: event kinds printed to stderr (see module docstring)

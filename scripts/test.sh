@@ -12,7 +12,8 @@ if [ "${1:-}" = "--quick" ]; then
     # the compiler core, the cpu backend and checkpoints (the kernel suites are 3.11-only)
     exec "$VENV/bin/python" -m pytest -q -m "not slow and not mpi and not cudasim" \
         tests/test_trace_ops.py tests/test_trace_cache.py tests/test_trace_hypothesis.py \
-        tests/test_bf16.py tests/test_cpu_backend.py tests/test_ckpt.py "$@"
+        tests/test_bf16.py tests/test_cpu_backend.py tests/test_ckpt.py \
+        tests/test_loop_capture.py tests/test_untraced_calls.py "$@"
 fi
 "$VENV/bin/python" -m pip install -q -e ".[test,oracle,dist,export,cuda,bench]"
 if [ "${1:-}" = "--all" ]; then

@@ -174,7 +174,30 @@ class Accelerated:
         self._warned_limit = False
         self.last_trace: Optional[TraceState] = None
         self._explaining = None
+        self._traced_fn = None
+        self.loop_sites: list = []
         functools.update_wrapper(self, fn)
+
+    @property
+    def traced_fn(self):
+        """The function traced: ``fn`` with its ``while`` loops rewritten so that they
+        can run compiled (loop_rewrite.py), or ``fn`` itself."""
+        if self._traced_fn is None:
+            self._traced_fn = self.fn
+            if config.capture_loops:
+                from .loop_capture import HELPERS
+                from .loop_rewrite import rewrite
+                try:
+                    new, self.loop_sites, skipped = rewrite(self.fn, HELPERS)
+                except Exception as exc:  # noqa: BLE001  (the function runs as written)
+                    new, skipped = None, f"{type(exc).__name__}: {exc}"
+                if new is not None:
+                    self._traced_fn = new
+                if skipped and isinstance(skipped, list):
+                    for line, why in skipped:
+                        log("graph_breaks", f"{self.fn.__qualname__}: while loop at line "
+                                            f"{line} is not rewritten: {why}")
+        return self._traced_fn
 
     def __repr__(self):
         return f"<numaccel.accelerate({self.fn.__qualname__}) backend={self.backend_name!r}>"
@@ -339,6 +362,7 @@ class Accelerated:
     def _trace_and_run1(self, tree, leaves, dyn, segmented):
         st = TraceState(fullgraph=self.fullgraph, run_segment=self.segments.run,
                         fn_name=self.fn.__qualname__, segmented=segmented)
+        st.runner = self.segments
         self.last_trace = st
         sym_of_size, dims_of = {}, []
         with st:
@@ -366,11 +390,20 @@ class Accelerated:
                     t = st.input(x, AVal((), np.asarray(x).dtype, PY_KIND[type(x)]))
                 tleaves.append(t)
             targs, tkwargs = unflatten(tree, tleaves)
-            result = self.fn(*targs, **tkwargs)
+            result = self.traced_fn(*targs, **tkwargs)
             out_flat = []
             out_tree = flatten(result, out_flat, where="return value")
             mutated = [t for t in list(st.live) if t._st is st and t._base is None
                        and t._mutated and t._src is not None]
+            if not st.breaks and getattr(st, "impure", None):
+                st.breaks.append(("np.random draws new numbers on every call: re-traced "
+                                  "each call", st.impure))
+            if not st.breaks and getattr(st, "_const_keep", None):
+                for where in st.fresh_consts()[:1]:
+                    st.breaks.append(("an array made in the call by code numaccel cannot "
+                                      "trace (a np.random.Generator method, a compiled "
+                                      "extension) is new on every call: re-traced each call",
+                                      where))
             if st.breaks:
                 self._counts["graph_breaks"] += len(st.breaks)
             if st.breaks or segmented:
@@ -471,12 +504,14 @@ class Accelerated:
         vmap = {}
         for t, v in zip(wanted, values):
             vmap[id(t)] = v
-        outs = []
-        for v in out_flat:
-            if isinstance(v, TracedArray):
-                outs.append(vmap[id(v)])
-        for t in mutated:
-            outs.append(vmap[id(t)])
+        # by the positions _outputs gave: a returned argument passed through (a "leaf")
+        # has none, and must not shift the outputs after it
+        outs = [None] * (len(outputs))
+        for v, item in zip(out_flat, out_leaves):
+            if item[0] == "out":
+                outs[item[1]] = vmap[id(v)]
+        for (_, pos), t in zip(mutations, mutated):
+            outs[pos] = vmap[id(t)]
         e = Entry("segmented", tree, [_spec_of(x, [n for n in getattr(x, "shape", ())])
                                       for x in leaves], out_tree=out_tree,
                   out_leaves=out_leaves, mutations=mutations, reason="; ".join(

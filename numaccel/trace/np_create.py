@@ -73,10 +73,49 @@ _LIB_PREFIXES = ("numpy", "scipy", "numba", "ml_dtypes", "torch", "pandas", "num
                  "llvmlite", "onnx", "cupy")
 
 
-def _from_user_code():
+def _from_user_code(fname):
     f = sys._getframe(2)
     name = f.f_globals.get("__name__", "") or ""
-    return not name.startswith(_LIB_PREFIXES) or name.startswith("numaccel.demo")
+    if name.startswith(_LIB_PREFIXES) and not name.startswith("numaccel.demo"):
+        return False
+    return _calls_name(f, fname)
+
+
+_CALL_SITE: dict = {}       # (code, instruction offset, name) -> the call there names it
+
+
+def _calls_name(f, fname):
+    """Whether the call ``f`` is making names ``fname`` in its source. A compiled
+    extension (a ``np.random.Generator`` method, SciPy's Cython) that calls
+    ``np.empty`` runs no Python frame of its own: the innermost Python frame is then the
+    user's line that called the extension (``rng.standard_normal(n)``), whose source
+    does not name ``empty``. Such a caller must get a real ndarray: it writes into its
+    memory (a traced array there crashed the interpreter). Without the source (a REPL,
+    Python < 3.11) the call counts as the user's."""
+    code, lasti = f.f_code, f.f_lasti
+    key = (code, lasti, fname)
+    hit = _CALL_SITE.get(key)
+    if hit is None:
+        hit = True
+        pos = getattr(code, "co_positions", None)
+        if pos is not None and lasti >= 0:
+            import linecache
+            try:
+                line0, line1, col0, col1 = list(pos())[lasti // 2]
+            except (IndexError, ValueError):
+                line0 = None
+            lines = linecache.getlines(code.co_filename) if line0 else []
+            if line0 and line1 and col0 is not None and col1 is not None \
+                    and line1 <= len(lines):
+                text = "".join(lines[line0 - 1:line1])
+                # (columns are UTF-8 byte offsets; the name is ASCII, a loose cut is fine)
+                text = text.encode()[col0:len(text.encode()) - len(lines[line1 - 1].encode())
+                                     + col1].decode(errors="replace")
+                hit = fname in text
+        if len(_CALL_SITE) > 10000:
+            _CALL_SITE.clear()
+        _CALL_SITE[key] = hit
+    return hit
 
 
 def _hook(name, builder):
@@ -84,7 +123,7 @@ def _hook(name, builder):
 
     def hook(*args, **kwargs):
         st = current()
-        if st is None or not _from_user_code():
+        if st is None or not _from_user_code(name):
             return orig(*args, **kwargs)
         try:
             return builder(st, *args, **kwargs)
@@ -177,7 +216,33 @@ _HOOKS = {
     "ascontiguousarray": _b_asarray,
 }
 _HOOKED = {}
+_RANDOM = {}            # name -> (original, hook): np.random's functions (one RandomState)
 _depth = [0]
+
+
+def _random_hook(name, orig):
+    def hook(*args, **kwargs):
+        st = current()
+        if st is None or not _from_user_code(name):
+            return orig(*args, **kwargs)
+        # new numbers on every call: a graph holding them must not be replayed (the call
+        # is re-traced instead, see api.py), nor a loop step holding them (loop_capture)
+        if not getattr(st, "impure", None):
+            from .tracer import user_frame_info
+            st.impure = user_frame_info()
+        return call_concrete(st, orig, args, kwargs, f"numpy.random.{name} is not traced")
+    hook.__name__ = name
+    hook.__doc__ = orig.__doc__
+    hook.__wrapped__ = orig
+    return hook
+
+
+def _random_functions():
+    # np.random's module functions are methods of one hidden RandomState
+    for name in getattr(np.random, "__all__", ()):
+        f = getattr(np.random, name, None)
+        if isinstance(getattr(f, "__self__", None), np.random.RandomState):
+            _RANDOM[name] = (f, _random_hook(name, f))
 
 
 def hooks(active: bool) -> None:
@@ -188,13 +253,18 @@ def hooks(active: bool) -> None:
     if not _HOOKED:
         for name, builder in _HOOKS.items():
             _HOOKED[name] = _hook(name, builder)
+        _random_functions()
     _depth[0] += 1 if active else -1
     if active and _depth[0] == 1:
         for name, hook in _HOOKED.items():
             setattr(np, name, hook)
+        for name, (_, hook) in _RANDOM.items():
+            setattr(np.random, name, hook)
     elif not active and _depth[0] == 0:
         for name in _HOOKED:
             setattr(np, name, _ORIG[name])
+        for name, (orig, _) in _RANDOM.items():
+            setattr(np.random, name, orig)
 
 
 # ------------------------------------------------------------------------------ indexing

@@ -363,6 +363,18 @@ class SegmentRunner:
             slot.run = get_backend("numpy").compile(slot.graph)
             return slot.run(values, {})
 
+    def ready(self, key, values):
+        """The compiled run of the segment ``run(graph, values, key)`` last ran, once it
+        is compiled, settled and has run: a loop that runs one segment per iteration
+        (loop_capture.py) calls it directly, without the per-run bookkeeping. None
+        before that."""
+        slot = self.cache.get((key, tuple((v.shape, v.dtype) if isinstance(
+            v, (np.ndarray, np.generic)) else type(v) for v in values)))
+        if slot is None or not slot.compiled or slot.pending is not None or \
+                not slot.seen_run:
+            return None
+        return slot.run
+
     def _drop_cold(self):
         # a function whose segments never repeat (a loop-variant constant in each) must
         # not grow its cache without bound: forget the ones never compiled
