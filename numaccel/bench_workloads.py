@@ -308,6 +308,50 @@ def _heat_args(quick: bool):
 
 
 # --------------------------------------------------------------------------------------------
+# Jacobi sweeps until the update is small: a while loop on a computed value
+# --------------------------------------------------------------------------------------------
+
+def jacobi_numpy(f, h, tol, max_iter):
+    u = np.zeros_like(f)
+    err = np.inf
+    it = 0
+    while err > tol and it < max_iter:
+        u_new = u.copy()
+        u_new[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]
+                                    - h * h * f[1:-1, 1:-1])
+        err = np.abs(u_new - u).max()
+        u = u_new
+        it += 1
+    return u
+
+
+@numba.njit
+def jacobi_numba(f, h, tol, max_iter):
+    n, m = f.shape
+    u = np.zeros_like(f)
+    v = np.zeros_like(f)        # the boundary stays zero in both buffers
+    err = np.inf
+    it = 0
+    while err > tol and it < max_iter:
+        err = 0.0
+        for i in range(1, n - 1):
+            for j in range(1, m - 1):
+                x = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]
+                            - h * h * f[i, j])
+                err = max(err, abs(x - u[i, j]))
+                v[i, j] = x
+        u, v = v, u
+        it += 1
+    return u
+
+
+def _jacobi_args(quick: bool):
+    n, max_iter = (32, 20) if quick else (256, 300)
+    f = _rng().uniform(-1.0, 1.0, (n, n))
+    return f, 1.0 / (n - 1), 1e-12, max_iter
+
+
+# --------------------------------------------------------------------------------------------
 # matmul with a bias + GELU epilogue
 # --------------------------------------------------------------------------------------------
 
@@ -440,6 +484,8 @@ _LIST = [
     Workload("matmul_gelu_bf16", "bf16 matmul + bias + GELU, float32 compute, 2048x1024x1024",
              lambda q: _matmul_args(q, BF16), matmul_gelu_bf16_numpy, None,
              matmul_gelu_bf16_numba, **_BF16_TOL),
+    Workload("jacobi_while", "Jacobi sweeps while err > tol, 256x256 float64 (300 sweeps)",
+             _jacobi_args, jacobi_numpy, None, jacobi_numba, 1e-9, 1e-12),
     Workload("overhead_tiny", "a*b + c on 10-element float64 arrays (per-call overhead)",
              _tiny_args, tiny_numpy, _ne(tiny_numexpr), tiny_numba, 1e-12, 1e-12, tiny=True),
 ]

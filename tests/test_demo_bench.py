@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import numaccel
 from numaccel import bench, demo
 from numaccel.bench_workloads import BF16, WORKLOADS
 
@@ -298,6 +299,17 @@ def test_heat_baselines_other_sizes(n, steps):
     ref = w.numpy_fn(u, 0.2, steps)
     assert w.matches(w.numba_fn(u, 0.2, steps), ref)
     assert w.matches(w.numexpr_fn(u, 0.2, steps), ref)
+
+
+@pytest.mark.parametrize("n,tol,cap", [(3, 1e-3, 10), (17, 1e-4, 2000), (9, 0.0, 0)])
+def test_jacobi_baseline_other_sizes_and_stops(n, tol, cap):
+    # the error test ends the loop (17: before the cap), or the cap does, or no sweep runs
+    w = WORKLOADS["jacobi_while"]
+    f = np.random.default_rng(2).uniform(-1, 1, (n, n + 2))
+    ref = w.numpy_fn(f, 0.1, tol, cap)
+    assert w.matches(w.numba_fn(f, 0.1, tol, cap), ref)
+    acc = numaccel.accelerate(w.numpy_fn)
+    assert w.matches(acc(f, 0.1, tol, cap), ref)
 
 
 @pytest.mark.parametrize("n", [0, 1, 1023])

@@ -111,6 +111,11 @@ class MatmulGeluBF16(_Workload):
     workload = "matmul_gelu_bf16"
 
 
+class JacobiWhile(_Workload):
+    """Jacobi sweeps in a while loop on the computed error, 256x256 float64."""
+    workload = "jacobi_while"
+
+
 class OverheadTiny(_Workload):
     """a*b + c on 10-element arrays: the per-call overhead."""
     workload = "overhead_tiny"

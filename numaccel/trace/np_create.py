@@ -11,6 +11,7 @@ from ..ops.prims import normalize_axis
 from .npapi import (Unhandled, _assign_out, _axes, _ndim, _shape, _st_of, call_concrete,
                     handles, _has_traced)
 from .symbolic import Sym, prod
+from . import untraced
 from .tracer import TracedArray, current
 from .npapi import HANDLERS, _argreduce, _cum
 from .np_shape import (clip, concatenate, copy, dot, expand_dims, ravel, repeat, reshape,
@@ -90,15 +91,21 @@ def _calls_name(f, fname):
     ``np.empty`` runs no Python frame of its own: the innermost Python frame is then the
     user's line that called the extension (``rng.standard_normal(n)``), whose source
     does not name ``empty``. Such a caller must get a real ndarray: it writes into its
-    memory (a traced array there crashed the interpreter). Without the source (a REPL,
-    Python < 3.11) the call counts as the user's."""
+    memory (a traced array there crashed the interpreter). Python 3.10 has no columns:
+    there the line must name the call. Without the source (a REPL) the call counts as
+    the user's."""
     code, lasti = f.f_code, f.f_lasti
     key = (code, lasti, fname)
     hit = _CALL_SITE.get(key)
     if hit is None:
         hit = True
         pos = getattr(code, "co_positions", None)
-        if pos is not None and lasti >= 0:
+        if pos is None:
+            # Python 3.10: no columns; the line must name the call
+            import linecache
+            line = linecache.getline(code.co_filename, f.f_lineno)
+            hit = not line or fname + "(" in line
+        elif lasti >= 0:
             import linecache
             try:
                 line0, line1, col0, col1 = list(pos())[lasti // 2]
@@ -216,33 +223,7 @@ _HOOKS = {
     "ascontiguousarray": _b_asarray,
 }
 _HOOKED = {}
-_RANDOM = {}            # name -> (original, hook): np.random's functions (one RandomState)
 _depth = [0]
-
-
-def _random_hook(name, orig):
-    def hook(*args, **kwargs):
-        st = current()
-        if st is None or not _from_user_code(name):
-            return orig(*args, **kwargs)
-        # new numbers on every call: a graph holding them must not be replayed (the call
-        # is re-traced instead, see api.py), nor a loop step holding them (loop_capture)
-        if not getattr(st, "impure", None):
-            from .tracer import user_frame_info
-            st.impure = user_frame_info()
-        return call_concrete(st, orig, args, kwargs, f"numpy.random.{name} is not traced")
-    hook.__name__ = name
-    hook.__doc__ = orig.__doc__
-    hook.__wrapped__ = orig
-    return hook
-
-
-def _random_functions():
-    # np.random's module functions are methods of one hidden RandomState
-    for name in getattr(np.random, "__all__", ()):
-        f = getattr(np.random, name, None)
-        if isinstance(getattr(f, "__self__", None), np.random.RandomState):
-            _RANDOM[name] = (f, _random_hook(name, f))
 
 
 def hooks(active: bool) -> None:
@@ -253,18 +234,16 @@ def hooks(active: bool) -> None:
     if not _HOOKED:
         for name, builder in _HOOKS.items():
             _HOOKED[name] = _hook(name, builder)
-        _random_functions()
+        untraced.random_functions(_from_user_code)
     _depth[0] += 1 if active else -1
     if active and _depth[0] == 1:
         for name, hook in _HOOKED.items():
             setattr(np, name, hook)
-        for name, (_, hook) in _RANDOM.items():
-            setattr(np.random, name, hook)
+        untraced.install_random(True)
     elif not active and _depth[0] == 0:
         for name in _HOOKED:
             setattr(np, name, _ORIG[name])
-        for name, (orig, _) in _RANDOM.items():
-            setattr(np.random, name, orig)
+        untraced.install_random(False)
 
 
 # ------------------------------------------------------------------------------ indexing

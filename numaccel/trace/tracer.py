@@ -371,33 +371,10 @@ class TraceState:
         return result
 
     def fresh_consts(self) -> list:
-        """Source lines of the array constants of the pending graph that nothing outside
-        this trace holds: arrays made during the call by code the tracer cannot see (a
-        ``np.random.Generator`` method, a compiled extension). A replayed graph would
-        serve them again on every call (the same random numbers), so such a call is
-        re-traced each time instead. A view counts by the array it views (a slice of a
-        global array is that global's)."""
-        import gc
-        keep = getattr(self, "_const_keep", [])
-        internal = {id(keep), id(self.graph.consts)}
-        out = []
-        for x, nid, where in keep:
-            # (arrays, and tuples and dicts of untracked objects, are not tracked by the
-            # gc: a global array is found through its module's dict, a closure's cell,
-            # an object's __dict__; a view through the array it views)
-            held, a = False, x
-            while isinstance(a, np.ndarray) and not held:
-                for r in gc.get_referrers(a):
-                    if id(r) in internal or type(r).__name__ == "frame" or \
-                            type(r) is tuple and (len(r) == 2 and isinstance(r[0], str) or
-                                                  len(r) == 3 and r[0] is x):
-                        continue
-                    held = True
-                    break
-                a = a.base
-            if not held:
-                out.append(where)
-        return out
+        """Source lines of array constants made during the call by code the tracer cannot
+        see (untraced.fresh_consts)."""
+        from .untraced import fresh_consts
+        return fresh_consts(self)
 
     def peek(self, t):
         """The value ``t`` has in this call, without cutting the graph (for hints).
