@@ -123,8 +123,10 @@ def default_compilers(numaccel_backend: str | None = None) -> dict[str, Callable
     def numexpr_(w):
         if w.numexpr_fn is None:
             from . import bench_workloads as bw
-            raise Unavailable("numexpr is not installed" if bw.ne is None
-                              else "no numexpr formulation (bf16 is not a numexpr type)")
+            raise Unavailable("numexpr is not installed" if bw.ne is None else
+                              "no numexpr formulation (bf16 is not a numexpr type)"
+                              if "bf16" in w.name else "no numexpr formulation (numexpr "
+                              "evaluates one expression, not a loop on its result)")
         return w.numexpr_fn
 
     def numba_(w):

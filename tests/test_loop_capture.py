@@ -284,3 +284,58 @@ def test_rewritten_code_keeps_the_users_lines():
     frames = [fr for fr in traceback.extract_tb(info.value.__traceback__)
               if fr.filename == __file__]
     assert frames[-1].lineno == line and "x[5]" in frames[-1].line
+
+
+def test_mutable_objects_in_the_loop_are_not_captured():
+    def f(x, tol):
+        stats = {"sweeps": 0}
+        err = np.inf
+        while err > tol:
+            y = x * 0.5
+            err = np.abs(y - x).max()
+            x = y
+            stats["err"] = err          # the traced step must not leave its values here
+        return x, stats["err"]
+
+    acc = check_np(f, np.array([1.0, 4.0]), 1e-3, backend="cpu")
+    assert acc.loop_sites[0].captured == 0 and "dict" in acc.loop_sites[0].reason
+
+
+def test_attribute_and_outer_writes_keep_the_loop_as_written():
+    class Box:
+        pass
+
+    box = Box()
+    buf = np.zeros(2)
+
+    def attr(x):
+        while x.sum() < 10:
+            x = x + 1
+            box.last = x
+        return x
+
+    def outer(x):
+        while x.sum() < 10:
+            x = x + 1
+            buf[:] = x
+        return x
+
+    for fn in (attr, outer):
+        acc = check_np(fn, np.ones(2), backend="cpu")
+        assert acc.loop_sites == []
+
+
+def test_a_wrapped_function_is_not_rewritten_from_its_wrappers_source():
+    import functools
+
+    def inner(x):
+        while x.sum() < 10:
+            x = x + 1
+        return x
+
+    @functools.wraps(inner)
+    def wrapper(x):
+        return inner(x) * 2
+
+    acc = check_np(wrapper, np.ones(2), backend="cpu")
+    assert acc.traced_fn is wrapper

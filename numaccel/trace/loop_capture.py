@@ -17,6 +17,8 @@ and kept on the loop's ``Site``.
 """
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 from ..config import config, log
@@ -272,9 +274,26 @@ def _inputs(sub, site, cvals):
         elif k in written and v is not UNBOUND:
             raise NoCapture(f"{site.names[k]!r} is a {type(v).__name__}, not an array or "
                             "a number")
+        elif not _immutable(v):
+            # the traced body could store a value of its own trace into it (d[k] = v)
+            raise NoCapture(f"{site.names[k]!r} is a {type(v).__name__}, which the body "
+                            "could change")
         else:
             tv.append(v)         # read only: a constant of the traced step
     return tv, in_idx
+
+
+_IMMUTABLE = (str, bytes, type(None), np.dtype, type, types.FunctionType,
+              types.BuiltinFunctionType, types.ModuleType, np.ufunc, range, slice,
+              type(Ellipsis), frozenset)
+
+
+def _immutable(v) -> bool:
+    if v is UNBOUND or isinstance(v, _IMMUTABLE):
+        return True
+    if type(v) is tuple:
+        return all(_immutable(x) for x in v)
+    return False
 
 
 def _mutated(sub, site, after):

@@ -56,6 +56,8 @@ def _why_not(loop: ast.While) -> str:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id in _BANNED_CALLS:
             return f"it calls {node.func.id}()"
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            return "it assigns an attribute"
     return ""
 
 
@@ -66,6 +68,19 @@ def _names(nodes):
             if isinstance(m, ast.Name):
                 (stores if isinstance(m.ctx, ast.Store) else loads).append(m.id)
     return loads, stores
+
+
+def _subscript_stores(body):
+    """Names whose element a statement writes (``a[i] = v``, ``a[1:] += v``)."""
+    out = []
+    for s in body:
+        for m in ast.walk(s):
+            if isinstance(m, ast.Subscript) and isinstance(m.ctx, ast.Store):
+                base = m.value
+                while isinstance(base, ast.Subscript):
+                    base = base.value
+                out.append(base.id if isinstance(base, ast.Name) else "<expression>")
+    return out
 
 
 def _unique(seq):
@@ -92,6 +107,8 @@ class _Rewriter(ast.NodeTransformer):
         names = [n for n in _unique(loads + stores) if n in self.local_names]
         if not why and any(n not in self.local_names for n in stores):
             why = "it assigns a name that is not a plain local"
+        if not why and any(n not in self.local_names for n in _subscript_stores(node.body)):
+            why = "it writes into an array that is not a plain local"
         if not why and any(n.startswith("_na_") or n == "_NA_UNBOUND" for n in names):
             why = "it uses numaccel's reserved names"
         if why:
@@ -190,6 +207,8 @@ def rewrite(fn, helpers: dict):
         lines, first = inspect.getsourcelines(fn)
     except (OSError, TypeError):
         return None, [], "its source is not available"
+    if first != code.co_firstlineno:     # (getsource follows __wrapped__)
+        return None, [], "its source is another function's"
     src = "".join(lines)
     if "while" not in src:
         return None, [], "no while loop"
