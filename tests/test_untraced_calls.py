@@ -126,3 +126,19 @@ def test_np_random_in_a_while_loop_is_not_replayed():
         assert acc.loop_sites[0].captured == 0
     finally:
         numaccel.config.segmented_mode = saved
+
+
+def test_first_trace_in_a_process_that_never_imported_numpy_random():
+    # numpy imports np.random on first use; the first trace hooks its functions, and
+    # that import must not run under the creation hooks (it built traced arrays)
+    import subprocess
+    import sys
+    script = ("import sys, numpy as np, numaccel\n"
+              "assert 'numpy.random' not in sys.modules\n"
+              "f = numaccel.accelerate(lambda x: np.exp(x) * 2.0)\n"
+              "print(f(np.ones(3))[0], f.entries[0].kind)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    value, kind = out.stdout.split()
+    assert float(value) == pytest.approx(np.exp(1.0) * 2.0, rel=1e-12) and kind == "graph"

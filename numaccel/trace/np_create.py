@@ -11,7 +11,6 @@ from ..ops.prims import normalize_axis
 from .npapi import (Unhandled, _assign_out, _axes, _ndim, _shape, _st_of, call_concrete,
                     handles, _has_traced)
 from .symbolic import Sym, prod
-from . import untraced
 from .tracer import TracedArray, current
 from .npapi import HANDLERS, _argreduce, _cum
 from .np_shape import (clip, concatenate, copy, dot, expand_dims, ravel, repeat, reshape,
@@ -234,16 +233,13 @@ def hooks(active: bool) -> None:
     if not _HOOKED:
         for name, builder in _HOOKS.items():
             _HOOKED[name] = _hook(name, builder)
-        untraced.random_functions(_from_user_code)
     _depth[0] += 1 if active else -1
     if active and _depth[0] == 1:
         for name, hook in _HOOKED.items():
             setattr(np, name, hook)
-        untraced.install_random(True)
     elif not active and _depth[0] == 0:
         for name in _HOOKED:
             setattr(np, name, _ORIG[name])
-        untraced.install_random(False)
 
 
 # ------------------------------------------------------------------------------ indexing

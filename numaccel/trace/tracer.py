@@ -155,12 +155,16 @@ class TraceState:
         _tls.state = self
         self._prev_sink = symbolic.set_guard_sink(self.guards)
         from .npapi import hooks
-        hooks(True)
+        from .untraced import install_random
+        install_random(True)    # (first: it may import numpy.random, which must not be
+        hooks(True)             # traced)
         return self
 
     def __exit__(self, *exc):
         from .npapi import hooks
+        from .untraced import install_random
         hooks(False)
+        install_random(False)
         _tls.state = self._prev
         symbolic.set_guard_sink(self._prev_sink)
         return False
