@@ -269,6 +269,28 @@ def test_a_write_into_a_buffer_nothing_reads_again_goes_in_place(rng):
         g.entries[0].run.wrapper.source
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, BF16])
+def test_the_value_of_a_write_is_computed_in_the_writing_loop(rng, dtype):
+    # a map kernel read only by a scatter: its elements go straight into the view
+    def step(u, f):
+        u_new = u.copy()
+        u_new[1:-1, 1:-1] = (u[:-2, 1:-1] + u[2:, 1:-1]) * 3 - f[1:-1, 1:-1]
+        return u_new
+
+    def broadcast(u, f):
+        u_new = u * 2
+        u_new[1:-1, 1:-1] = f[:1, 1:-1] * 3        # (1, m) into (n, m): not inlined
+        return u_new
+
+    u = (rng.standard_normal((9, 7)) * 4).astype(dtype)
+    f = (rng.standard_normal((9, 7)) * 4).astype(dtype)
+    g = run(step, u, f)
+    src = g.entries[0].run.wrapper.source
+    if dtype != BF16:
+        assert "np.empty((7, 5)" not in src, src        # no temporary for the value
+    run(broadcast, u, f)
+
+
 @pytest.mark.parametrize("prog", [
     # the written buffer is read by the value (a stencil of itself): NumPy reads first
     lambda u: _scatter(u * 1.0, lambda v: v[:-2] + v[2:]),

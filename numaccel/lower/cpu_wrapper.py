@@ -59,6 +59,7 @@ class _Gen:
         self.params = []         # (param name, node id)
         self.nk = 0
         self.mid = False         # some node above TINY_MAX elements (set by run)
+        self.deferred = {}       # map kernel root -> kernel, emitted by its scatter_view
         # 0-d -> (1,) reshapes read only by concatenates of such reshapes (np.stack of
         # scalars): the concatenate builds the array from the scalars directly
         consumers = {}
@@ -196,11 +197,19 @@ class _Gen:
             raise Unsupported(f"Python operator {op}")
         self.new(n, expr)
 
-    def map_kernel(self, k):
+    def map_kernel(self, k, here=False):
         n = self.g.nodes[k.root]
         shape = self.shape(k.root)
         if not shape:
             return self.elementwise0(n)
+        cons = self.consumers.get(k.root, ())
+        if not here and len(cons) == 1 and k.root not in self.g.outputs and \
+                n.aval.dtype.name not in NARROW:
+            c = self.g.nodes[next(iter(cons))]
+            if c.op == "scatter_view" and c.inputs[1] == k.root != c.inputs[0]:
+                # computed in the scatter's own loop (no temporary, one pass less)
+                self.deferred[k.root] = k
+                return
         self.nk += 1
         self.emit(f"n{n.id} = np.empty({shape}, np.{_np_dt(n.aval.dtype)})")
         idx, ind = self.loops(shape)
@@ -449,10 +458,22 @@ class _Gen:
             val = cast(self.scalar(value), vdt, tdt)
             self.emit(f"{self._view_expr(view, name, attrs, aval.ndim)} = {_store(val, tdt)}")
             return
-        self.emit(f"w{n.id} = {self._view_expr(view, name, attrs, aval.ndim)}")
         shape = tuple(int(d) for d in target.shape)
+        k = self.deferred.pop(value, None)
+        if k is not None and (shape != self.shape(value) or tdt.name in NARROW):
+            self.map_kernel(k, here=True)
+            k = None
+        self.emit(f"w{n.id} = {self._view_expr(view, name, attrs, aval.ndim)}")
         idx, ind = self.loops(shape)
-        val = cast(self.elem(value, shape, idx), vdt, tdt)
+        if k is not None:
+            # the value's kernel, inlined: each element goes straight into the view
+            self.nk += 1
+            exprs = {i: self.elem(i, shape, idx) for i in k.operands}
+            body, names = body_lines(self.g, k.nodes, exprs, ind, prefix=f"k{self.nk}_")
+            self.lines += body
+            val = cast(names[k.root], vdt, tdt)
+        else:
+            val = cast(self.elem(value, shape, idx), vdt, tdt)
         self.emit(f"w{n.id}[{', '.join(idx)}] = {_store(val, tdt)}", ind)
 
     def _dead_after(self, root, nid) -> bool:
