@@ -10,8 +10,8 @@ time). Steady-state times are medians over ``--repeat`` samples after one warm-u
 warm-up is the contender's first call, reported separately); the in-process contenders take
 their samples round-robin so that load on a shared machine hits them alike. A sample is
 back-to-back calls lasting ~30 ms (at least one call; 2 ms for the tiny workloads),
-after a 0.15 s busy wait (``demo.settle``: BLAS threads the previous contender left
-spinning go to sleep). torch.compile runs in its own
+after ``NUMACCEL_SETTLE_S`` seconds of busy waiting (``demo.settle``, default 0: BLAS
+threads the previous contender left spinning go to sleep). torch.compile runs in its own
 subprocess per workload with a timeout, so a failing or hanging compile reads "n/a" with the
 reason. The first-call section measures a new process: cold (empty cache directory) and warm
 (the same ``NUMACCEL_CACHE_DIR`` / ``TORCHINDUCTOR_CACHE_DIR`` again). Ratios are

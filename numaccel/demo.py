@@ -217,15 +217,18 @@ def _calls_per_run(meta: dict, size: str) -> int:
 
 
 def settle() -> None:
-    """Busy-wait ``NUMACCEL_SETTLE_S`` seconds (default 0.15) before a timed run.
+    """Busy-wait ``NUMACCEL_SETTLE_S`` seconds (default 0: off) before a timed run.
 
     OpenBLAS's worker threads spin for ~0.1 s after a BLAS call (measured here: a full
     core for 0.1 s after logreg_gd's NumPy run): a multi-threaded run right after a NumPy
     run with BLAS shares a core with them (logreg_gd M: 92 ms against 67 ms back to back).
-    Waiting lets them go to sleep; waiting busy, not in ``time.sleep``, keeps the cores
-    out of their idle states (after a 0.15 s sleep the same run took 81 ms). Both sides
-    settle alike before every timed run."""
-    wait = float(os.environ.get("NUMACCEL_SETTLE_S", "0.15"))
+    A wait lets them go to sleep; waiting busy, not in ``time.sleep``, kept the cores out
+    of their idle states. It was on (0.15 s) until the machine changed: a pause of 20 ms
+    or more, busy or asleep, then made the timed runs after it 2-3x slower for every
+    contender, threaded ones most (demo at S: geomean 4.67x without it, 1.26x with it;
+    NumPy's black_scholes 12.5 ms against 37.5 ms), far more than the spinning threads
+    cost. Set it where those threads dominate."""
+    wait = float(os.environ.get("NUMACCEL_SETTLE_S", "0"))
     end = time.perf_counter() + wait
     while time.perf_counter() < end:
         pass

@@ -12,8 +12,8 @@ import pytest
 # caller's thread here (test_background.py tests the default, background compiles);
 # NUMACCEL_BACKGROUND_COMPILE=1 runs the whole suite the default way
 os.environ.setdefault("NUMACCEL_BACKGROUND_COMPILE", "0")
-# the demo's and bench's timed runs busy-wait for BLAS threads first (demo.settle): the
-# tests check what they report, not how fast, so they skip the wait
+# NUMACCEL_SETTLE_S=<s> makes the demo's and bench's timed runs busy-wait for BLAS threads
+# first (demo.settle): the tests check what they report, not how fast, so they never wait
 os.environ.setdefault("NUMACCEL_SETTLE_S", "0")
 
 import numaccel  # noqa: E402

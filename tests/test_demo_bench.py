@@ -382,7 +382,7 @@ def test_run_program_warms_up_and_checks_warm_up_calls(tmp_path, monkeypatch):
 
 
 def test_timed_runs_settle_first_for_the_set_time(monkeypatch):
-    # the suite sets NUMACCEL_SETTLE_S=0; the default waits for BLAS threads to sleep
+    # NUMACCEL_SETTLE_S busy-waits for BLAS threads to sleep before each timed run
     import time
     calls = []
     monkeypatch.setenv("NUMACCEL_SETTLE_S", "0.05")
@@ -392,8 +392,8 @@ def test_timed_runs_settle_first_for_the_set_time(monkeypatch):
     assert out == 2 and calls == [1, 1]
     monkeypatch.delenv("NUMACCEL_SETTLE_S")
     t0 = time.perf_counter()
-    demo.settle()
-    assert time.perf_counter() - t0 >= 0.15
+    demo.settle()            # off by default (a pause slowed every contender's runs)
+    assert time.perf_counter() - t0 < 0.05
 
 
 def test_short_calls_are_timed_back_to_back_in_samples_of_about_30_ms():
