@@ -35,6 +35,7 @@ class _Unbound:
 
 UNBOUND = _Unbound()
 _MAX_FAILURES = 3
+_PY_TYPE = {kind: t for t, kind in PY_KIND.items()}     # "int" -> int
 
 
 class NoCapture(Exception):
@@ -59,27 +60,25 @@ def _truth(v):
 
 
 def loop_and(*thunks):
-    if _capturing():
-        out = _truth(thunks[0]())
-        for t in thunks[1:]:
-            out = np.logical_and(out, _truth(t()))
-        return out
-    for t in thunks:
-        if not t():
-            return False
-    return True
+    return _bool_op(thunks, np.logical_and, False)
 
 
 def loop_or(*thunks):
+    return _bool_op(thunks, np.logical_or, True)
+
+
+def _bool_op(thunks, combine, stop):
+    """``and`` (``stop`` False) / ``or`` (True) of the operands' truths: short-circuit on
+    concrete values, one traced boolean when captured."""
     if _capturing():
         out = _truth(thunks[0]())
         for t in thunks[1:]:
-            out = np.logical_or(out, _truth(t()))
+            out = combine(out, _truth(t()))
         return out
     for t in thunks:
-        if t():
-            return True
-    return False
+        if bool(t()) is stop:
+            return stop
+    return not stop
 
 
 def loop_not(thunk):
@@ -143,7 +142,7 @@ def _captured(st, site, cond, body, vals):
             for i, k in enumerate(site.written):
                 after[k] = new[i]
             test = cond(*after)
-            mutated = _mutated(sub, site, after)
+            mutated = _mutated(sub)
             plan = None
             try:
                 plan = _plan(sub, site, tv, after, test, cvals, mutated)
@@ -219,8 +218,7 @@ def _settled(t, v):
     """The concrete value of traced ``t``, of the kind the program sees: a Python scalar
     for a weak one, an array scalar for a NumPy scalar."""
     if t._aval.weak:
-        return {"bool": bool, "int": int, "float": float, "complex": complex}[t._aval.weak](
-            np.asarray(v).item())
+        return _PY_TYPE[t._aval.weak](np.asarray(v).item())
     if t._scalar and isinstance(v, np.ndarray) and v.ndim == 0:
         return v[()]
     return v
@@ -296,7 +294,7 @@ def _immutable(v) -> bool:
     return False
 
 
-def _mutated(sub, site, after):
+def _mutated(sub):
     """Variables whose array the iteration updated in place."""
     out = {}
     for t in list(sub.live):

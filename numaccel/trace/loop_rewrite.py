@@ -27,7 +27,6 @@ _BANNED = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Aw
            ast.ImportFrom, ast.NamedExpr, ast.While, ast.AsyncFor, ast.Raise)
 _BANNED_CALLS = {"locals", "vars", "globals", "eval", "exec", "super", "breakpoint", "print",
                  "input", "open", "setattr", "delattr"}
-HELPERS = ("_na_while_", "_na_and_", "_na_or_", "_na_not_", "_NA_UNBOUND")
 
 
 class Site:
@@ -47,8 +46,7 @@ class Site:
 def _why_not(loop: ast.While) -> str:
     if loop.orelse:
         return "it has an else clause"
-    for node in [loop.test] + [n for s in loop.body for n in ast.walk(s)] + \
-            list(ast.walk(loop.test)):
+    for node in [n for s in [loop.test] + loop.body for n in ast.walk(s)]:
         if isinstance(node, _BANNED):
             return f"it contains {type(node).__name__.lower()}"
         if isinstance(node, ast.Expr) and not isinstance(node.value, ast.Constant):
@@ -152,18 +150,10 @@ def _locate(tree, src):
 
 def _locate_new(fn_node, loop):
     # the loop's own statements keep their positions; the added ones take the loop's
+    own = {id(n) for s in [loop.test] + loop.body for n in ast.walk(s)}
     fn_node.lineno, fn_node.end_lineno = loop.lineno, loop.lineno
     fn_node.col_offset, fn_node.end_col_offset = loop.col_offset, loop.col_offset
-    for part in (fn_node.args,):
-        for n in ast.walk(part):
-            if hasattr(n, "lineno"):
-                n.lineno = n.end_lineno = loop.lineno
-                n.col_offset = n.end_col_offset = loop.col_offset
-    own = set()
-    for s in loop.body:
-        own.update(id(n) for n in ast.walk(s))
-    own.update(id(n) for n in ast.walk(loop.test))
-    for s in fn_node.body:
+    for s in [fn_node.args] + fn_node.body:
         for n in ast.walk(s):
             if id(n) not in own and hasattr(n, "lineno"):
                 n.lineno = n.end_lineno = loop.lineno
@@ -195,7 +185,8 @@ def _no_args():
 
 
 def rewrite(fn, helpers: dict):
-    """``(new function, sites, skipped)``; ``(None, [], skipped or reason)`` where nothing
+    """``fn`` with its loops calling ``helpers`` (name -> object, loop_capture.HELPERS):
+    ``(new function, sites, skipped)``; ``(None, [], skipped or reason)`` where nothing
     is rewritten (no eligible loop, no source, a closure over a loop variable...)."""
     if not isinstance(fn, types.FunctionType):
         return None, [], "not a plain Python function"
@@ -229,7 +220,7 @@ def rewrite(fn, helpers: dict):
     fdef.body = [s for stmt in fdef.body for s in _as_list(rw.visit(stmt))]
     if not rw.sites:
         return None, [], rw.skipped or "no while loop"
-    helper_names = list(HELPERS) + [f"_na_site_{k}" for k in range(len(rw.sites))]
+    helper_names = list(helpers) + [f"_na_site_{k}" for k in range(len(rw.sites))]
     free = list(code.co_freevars)
     factory = _def("_na_factory", ast.arguments(
         posonlyargs=[], args=[ast.arg(n) for n in helper_names + free], vararg=None,

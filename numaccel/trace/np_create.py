@@ -1,5 +1,6 @@
 """NumPy-API layer: array creation (also outside __array_function__), indexing and
 ndarray methods."""
+import linecache
 import sys
 
 import builtins
@@ -101,11 +102,9 @@ def _calls_name(f, fname):
         pos = getattr(code, "co_positions", None)
         if pos is None:
             # Python 3.10: no columns; the line must name the call
-            import linecache
             line = linecache.getline(code.co_filename, f.f_lineno)
             hit = not line or fname + "(" in line
         elif lasti >= 0:
-            import linecache
             try:
                 line0, line1, col0, col1 = list(pos())[lasti // 2]
             except (IndexError, ValueError):
@@ -124,8 +123,10 @@ def _calls_name(f, fname):
     return hit
 
 
-def _hook(name, builder):
-    orig = _ORIG.setdefault(name, getattr(np, name))
+def hook_for(name, builder, orig=None):
+    """``orig`` (default: ``np.<name>``) as called while tracing: from the program itself,
+    ``builder(state, *args, **kwargs)``; from anywhere else, ``orig``."""
+    orig = orig if orig is not None else _ORIG.setdefault(name, getattr(np, name))
 
     def hook(*args, **kwargs):
         st = current()
@@ -232,7 +233,7 @@ def hooks(active: bool) -> None:
     and NumPy itself are untouched."""
     if not _HOOKED:
         for name, builder in _HOOKS.items():
-            _HOOKED[name] = _hook(name, builder)
+            _HOOKED[name] = hook_for(name, builder)
     _depth[0] += 1 if active else -1
     if active and _depth[0] == 1:
         for name, hook in _HOOKED.items():

@@ -296,8 +296,7 @@ class SegmentRunner:
     def run(self, graph, values, key, donate=frozenset()):
         """Run one segment of a broken graph (``key``: its structure, from the tracer;
         ``donate``: inputs it may overwrite, used where the run accepts them)."""
-        key = (key, tuple((v.shape, v.dtype) if isinstance(v, (np.ndarray, np.generic))
-                          else type(v) for v in values))
+        key = _slot_key(key, values)
         slot = self.cache.get(key)
         if slot is None:
             t0 = time.perf_counter()
@@ -368,8 +367,7 @@ class SegmentRunner:
         is compiled, settled and has run: a loop that runs one segment per iteration
         (loop_capture.py) calls it directly, without the per-run bookkeeping. None
         before that."""
-        slot = self.cache.get((key, tuple((v.shape, v.dtype) if isinstance(
-            v, (np.ndarray, np.generic)) else type(v) for v in values)))
+        slot = self.cache.get(_slot_key(key, values))
         if slot is None or not slot.compiled or slot.pending is not None or \
                 not slot.seen_run:
             return None
@@ -381,6 +379,13 @@ class SegmentRunner:
         for cache in (self.cache, self.by_graph):
             for k in [k for k, v in cache.items() if not v.compiled]:
                 del cache[k]
+
+
+def _slot_key(key, values) -> tuple:
+    """A segment's cache key: the tracer's structural key and its inputs' shapes and
+    dtypes (types for Python values)."""
+    return (key, tuple((v.shape, v.dtype) if isinstance(v, (np.ndarray, np.generic))
+                       else type(v) for v in values))
 
 
 def graph_key(g) -> tuple:

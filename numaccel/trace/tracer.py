@@ -262,7 +262,8 @@ class TraceState:
                 t = TracedArray(self, node.id, node.aval)
                 t._src = ("const", x)
                 self.const_tas[id(x)] = t
-                self._const_keep = getattr(self, "_const_keep", []) + [(x, node.id, user_frame_info())]
+                self._const_keep = getattr(self, "_const_keep", []) + [
+                    (x, node.id, user_frame_info())]
             return t
         if isinstance(x, (list, tuple)):
             if any(isinstance(v, TracedArray) for v in _flat(x)):

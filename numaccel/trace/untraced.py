@@ -10,37 +10,29 @@ import gc
 import numpy as np
 
 from .npapi import call_concrete
-from .tracer import current, user_frame_info
+from .tracer import user_frame_info
 
-_from_user_code = None
 _RANDOM = {}            # name -> (original, hook): np.random's functions (one RandomState)
 
 
-def _random_hook(name, orig):
-    def hook(*args, **kwargs):
-        st = current()
-        if st is None or not _from_user_code(name):
-            return orig(*args, **kwargs)
+def _draw(name, orig):
+    def builder(st, *args, **kwargs):
         # new numbers on every call: a graph holding them must not be replayed (the call
         # is re-traced instead, see api.py), nor a loop step holding them (loop_capture)
         if not getattr(st, "impure", None):
             st.impure = user_frame_info()
         return call_concrete(st, orig, args, kwargs, f"numpy.random.{name} is not traced")
-    hook.__name__ = name
-    hook.__doc__ = orig.__doc__
-    hook.__wrapped__ = orig
-    return hook
+    return builder
 
 
-def random_functions(from_user_code):
+def _random_functions():
     """Make the hooks (once): np.random's module functions are methods of one hidden
-    RandomState; ``from_user_code(name)``: the call comes from the program itself."""
-    global _from_user_code
-    _from_user_code = from_user_code
+    RandomState."""
+    from .np_create import hook_for
     for name in getattr(np.random, "__all__", ()):
         f = getattr(np.random, name, None)
         if isinstance(getattr(f, "__self__", None), np.random.RandomState):
-            _RANDOM[name] = (f, _random_hook(name, f))
+            _RANDOM[name] = (f, hook_for(name, _draw(name, f), f))
 
 
 _traces = [0]
@@ -51,8 +43,7 @@ def install_random(active: bool) -> None:
     runs concretely (a hook outside tracing calls NumPy's function): swapping ~50
     functions at every graph break cost ~10 us each."""
     if not _RANDOM:
-        from .np_create import _from_user_code as from_user
-        random_functions(from_user)
+        _random_functions()
     _traces[0] += 1 if active else -1
     if _traces[0] == (1 if active else 0):
         for name, (orig, hook) in _RANDOM.items():
