@@ -363,3 +363,21 @@ def test_the_second_call_waits_for_the_compile(bg):
         assert_same(f(x), x * 2 + 1)
     assert gate.is_set() and f.entries[0].pending is None
     assert len(ran) == 1
+
+
+def test_replica_without_copy_keeps_the_layout():
+    x = np.arange(60.0).reshape(6, 10)[::2, 1:]
+    r = background.replica(x, copy=False)
+    assert (r.dtype, r.shape, r.strides, r.flags.aligned) == \
+        (x.dtype, x.shape, x.strides, x.flags.aligned)
+    assert not np.shares_memory(r, x)
+
+
+def test_only_inputs_the_graph_reads_are_copied_for_the_warm_run():
+    from numaccel.graph import Graph
+    from numaccel.ir import AVal
+    g = Graph()
+    a = g.add("input", [], {"index": 0}, AVal((4,), np.dtype("f8")))
+    g.add("input", [], {"index": 1}, AVal((4,), np.dtype("f8")))       # passed through
+    g.add("negative", [a.id], {}, AVal((4,), np.dtype("f8")))
+    assert background._read_inputs(g) == {0}

@@ -127,6 +127,16 @@ def test_large_symbolic_and_unsupported_graphs_use_the_step_wrapper(rng):
     assert "symbolic" in f.entries[0].run.describe()
 
 
+def test_a_large_input_only_sliced_keeps_the_wrapper(rng):
+    # (a segment gets every live array as an input; a big one it only views or passes
+    # through makes no large kernel)
+    big = rng.standard_normal((4, config.parallel_min))
+    run(lambda a: np.tanh(a[:, 5:9]) * 2.0 + a[1:3, -4:].sum(), big)
+    f = run(lambda a: a[:, 1:] * 2.0, rng.standard_normal((2, config.parallel_min)),
+            wrapper=False)           # the slice itself is large
+    assert "elements" in f.entries[0].run.describe()
+
+
 def test_config_switch_keeps_the_step_wrapper(rng):
     config.compiled_wrapper = False
     try:

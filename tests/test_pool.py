@@ -119,3 +119,14 @@ def test_results_are_freed_without_the_garbage_collector(rng):
         assert all(r() is None for r in refs)
     finally:
         gc.enable()
+
+
+def test_arrays_compiled_code_allocated_own_their_memory():
+    numba = pytest.importorskip("numba")
+
+    @numba.njit
+    def make(n):
+        return np.ones(n)
+    a = make(5)
+    assert type(a.base).__name__ == "_MemInfo" and pool.owns(a)
+    assert not pool.owns(a[1:])         # a view of it (base: the array) is no owner

@@ -74,9 +74,11 @@ def empty(shape, dtype) -> np.ndarray:
 
 def owns(a) -> bool:
     """Whether ``a`` owns its memory (as ``a.base is None``), counting a pooled array
-    that covers its whole buffer as owning it."""
+    that covers its whole buffer as owning it, and an array compiled code allocated
+    (its base is Numba's memory record: the compiled wrapper returns a copy for every
+    view of its arguments, so such an array is memory of its own)."""
     b = a.base
-    if b is None:
+    if b is None or type(b).__name__ == "_MemInfo":
         return True
     return type(b) is np.ndarray and b.base is None and b.dtype == np.uint8 and \
         b.ndim == 1 and b.nbytes == a.nbytes and a.flags.c_contiguous and \

@@ -524,11 +524,12 @@ class Accelerated:
             # plain NumPy would have spent about the time this call spent in NumPy and
             # in segments (less compiling); the tracing around it is what re-tracing adds
             # (less the segment cache's own work on new segments: a loop that makes a
-            # new segment per iteration spends more there than in NumPy)
-            compile_s = self.segments.compile_s
+            # new segment per iteration spends more there than in NumPy; and less the
+            # time segment runs lost to the compiles this call queued, see excess_s)
+            lost = self.segments.compile_s + self.segments.excess_s()
             e.policies[_shapes(leaves)] = Policy(
-                max(st.suspended_s - compile_s - self.segments.overhead_s, 0.0),
-                time.perf_counter() - self._t_call - compile_s)
+                max(st.suspended_s - lost - self.segments.overhead_s, 0.0),
+                time.perf_counter() - self._t_call - lost)
             self.entries.append(e)
         with st.suspended():
             return self._finish(e, leaves, outs)

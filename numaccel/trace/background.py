@@ -131,7 +131,11 @@ def compile_later(compile_graph, graph, values, env=None) -> Pending:
     """Queue ``compile_graph(graph)`` and one run of the result on replicas of ``values``
     (the backend's lazy part: Numba compiles a kernel on its first call); ``values``
     None: compile only (the first real run finishes it). The Pending's result is the run."""
-    reps = None if values is None else [replica(v) for v in values]
+    if values is not None:
+        read = _read_inputs(graph)
+        reps = [replica(v, k in read) for k, v in enumerate(values)]
+    else:
+        reps = None
     env = dict(env or {})
 
     def job():
@@ -140,6 +144,14 @@ def compile_later(compile_graph, graph, values, env=None) -> Pending:
             run(reps, env)
         return run
     return submit(job)
+
+
+def _read_inputs(graph) -> set:
+    """Indices of the inputs some node of ``graph`` reads (not those it only returns: a
+    segment passes every live array through, and copying a large one that no kernel
+    reads cost ~50 ms per compile)."""
+    index = {n.id: n.attrs["index"] for n in graph.nodes if n.op == "input"}
+    return {index[i] for n in graph.nodes for i in n.inputs if i in index}
 
 
 def eligible(backend_name: str, values) -> bool:
@@ -153,10 +165,12 @@ def eligible(backend_name: str, values) -> bool:
         v.nbytes for v in values if isinstance(v, np.ndarray)) <= REPLICA_MAX
 
 
-def replica(x):
+def replica(x, copy=True):
     """A copy of ``x`` that Numba types as it types ``x``: same dtype, shape, strides,
     writeable and aligned flags (``x.copy()`` would make a non-contiguous view
-    contiguous, and a kernel compiled for it would not serve ``x``). Not arrays: as is."""
+    contiguous, and a kernel compiled for it would not serve ``x``). Not arrays: as is.
+    ``copy=False``: the same array but its values left unset (for an input nothing
+    reads: its pages are never touched)."""
     # (strides are kept exactly, also where a size-1 dim makes them irrelevant)
     if not isinstance(x, np.ndarray):
         return x
@@ -171,7 +185,8 @@ def replica(x):
         shift = (x.__array_interface__["data"][0] - buf.__array_interface__["data"][0]
                  + lo) % x.itemsize
         r = np.ndarray(x.shape, x.dtype, buf, shift - lo, x.strides)
-        np.copyto(r, x)
+        if copy:
+            np.copyto(r, x)
     if not x.flags.writeable:
         r.flags.writeable = False
     return r

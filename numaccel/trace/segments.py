@@ -217,6 +217,7 @@ class SegmentRunner:
         self.churning = False           # some call made more than segment_churn_limit
         self._once = {}                 # id(slot) -> (slot, inputs): ran once this call
         self._donated: set = set()      # ids of inputs handed to a segment this call
+        self._times: dict = {}          # id(slot) -> [runs, seconds, fastest] this call
 
     def clear(self):
         self.cache.clear()
@@ -232,6 +233,7 @@ class SegmentRunner:
         self.interpreted = 0
         self._once.clear()
         self._donated.clear()
+        self._times.clear()
 
     def end_call(self, completed: bool):
         """Book-keeping after a call; ``completed``: it ran to its end."""
@@ -353,14 +355,33 @@ class SegmentRunner:
                 slot.seen_run = 1
                 self.compile_s += time.perf_counter() - t0
                 return out
+            t0 = time.perf_counter()
             if donate and getattr(slot.run, "donates", False):
-                return slot.run(values, {}, donate)
-            return slot.run(values, {})
+                out = slot.run(values, {}, donate)
+            else:
+                out = slot.run(values, {})
+            dt = time.perf_counter() - t0
+            rec = self._times.get(id(slot))
+            if rec is None:
+                self._times[id(slot)] = [1, dt, dt]
+            else:
+                rec[0] += 1
+                rec[1] += dt
+                if dt < rec[2]:
+                    rec[2] = dt
+            return out
         except Exception:  # noqa: BLE001
             if self.backend_name == "numpy" or not slot.compiled:
                 raise
             slot.run = get_backend("numpy").compile(slot.graph)
             return slot.run(values, {})
+
+    def excess_s(self) -> float:
+        """Seconds the current call's segment runs took beyond the fastest run of the
+        same segment: time the call lost to something else (a background compile
+        holding the GIL or a core, another process), which plain NumPy would not lose
+        the same way (the policy's first-call estimate leaves it out)."""
+        return sum(total - runs * best for runs, total, best in self._times.values())
 
     def ready(self, key, values):
         """The compiled run of the segment ``run(graph, values, key)`` last ran, once it

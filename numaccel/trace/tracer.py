@@ -294,6 +294,18 @@ class TraceState:
                          scalar and len(aval.shape) == 0, frozen)
         return TracedArray(self, node.id, aval, scalar=node.scalar)
 
+    def view_node(self, nid: int, name: str, attrs: dict, scalar=False) -> int:
+        """The node of view ``name(attrs)`` of node ``nid``: while re-tracing, a view
+        of an input is an input itself (concrete.py), else a view op."""
+        if self.breaks:
+            from .concrete import view_input
+            v = view_input(self, nid, name, attrs, scalar)
+            if v is not None:
+                return v
+        aval, frozen = infer_cached(name, [self.graph.nodes[nid].aval], attrs)
+        return self._add(name, [nid], attrs, aval, scalar and len(aval.shape) == 0,
+                         frozen).id
+
     # -- graph breaks -------------------------------------------------------------
     def graph_break(self, reason: str):
         where = user_frame_info()
@@ -337,11 +349,16 @@ class TraceState:
         wanted_ids = {id(t) for t in wanted}   # identity: `in` would call TracedArray.__eq__
         nodes = sorted({t._node for t in roots + wanted})
         g = self.graph
-        g.outputs = nodes
+        g.outputs, writes = nodes, None
+        if self.breaks:
+            from .concrete import apply_writes, defer_writes
+            g.outputs, writes = defer_writes(self, g, nodes)
         donate = self.donatable() if any(n.op == "scatter_view" for n in g.nodes) \
             else frozenset()
         with self.suspended():
             values = self.run_segment(g, self.input_values, self.segment_key(), donate)
+            valmap = dict(zip(g.outputs, values)) if writes is None else \
+                apply_writes(self, writes, g.outputs, values)
         # made: arrays the segment computed (not an input or constant passed through,
         # which may be the caller's: only those stay in ``made`` that already were)
         passed = {id(v) for v in self.input_values} | {id(c) for c in g.consts.values()}
@@ -349,7 +366,6 @@ class TraceState:
             if type(v) is np.ndarray and id(v) not in passed:
                 self.made[id(v)] = v
         self.segments.append(g)
-        valmap = dict(zip(nodes, values))
         result = [valmap[t._node] for t in ts]
         self.graph = Graph()
         self.sigs = []
@@ -507,17 +523,19 @@ class TracedArray:
             cur = b
             nid = b._nid
             for name, attrs in self._chain:
-                aval, frozen = infer_cached(name, [st.graph.nodes[nid].aval], attrs)
-                nid = st._add(name, [nid], attrs, aval, False, frozen).id
+                nid = st.view_node(nid, name, attrs)
             self._node = nid
             self._aval = st.graph.nodes[nid].aval
             self._ver = cur._version
         return self._node
 
     def _view(self, name: str, attrs: dict, scalar=False) -> "TracedArray":
-        out = self._st.op(name, [self], scalar=scalar, **attrs)
         if self._aval.weak:
-            return out
+            return self._st.op(name, [self], scalar=scalar, **attrs)
+        st = self._st
+        nid = st.view_node(self._nid, name, attrs, scalar)
+        node = st.graph.nodes[nid]
+        out = TracedArray(st, nid, node.aval, scalar=node.scalar)
         root = self._base if self._base is not None else self
         out._base = root
         out._chain = self._chain + ((name, attrs),)
