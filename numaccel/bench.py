@@ -7,8 +7,10 @@
 
 Every contender's result is checked against NumPy's (a wrong answer prints MISMATCH, not a
 time). Steady-state times are medians over ``--repeat`` samples after one warm-up call (the
-warm-up is the contender's first call, reported separately); the in-process contenders take
-their samples round-robin so that load on a shared machine hits them alike. A sample is
+warm-up is the contender's first call, reported separately). Each contender runs in a
+process of its own per workload (``--in-process``: numpy, numexpr, numba and numaccel in
+this one, taking their samples round-robin so that load on a shared machine hits them
+alike, at the cost of running beside each other's threads and memory). A sample is
 back-to-back calls lasting ~30 ms (at least one call; 2 ms for the tiny workloads),
 after ``NUMACCEL_SETTLE_S`` seconds of busy waiting (``demo.settle``, default 0: BLAS
 threads the previous contender left spinning go to sleep). torch.compile runs in its own
@@ -391,12 +393,16 @@ def ratios(results: dict[str, dict]) -> dict[str, float | None]:
 def run_bench(names: Sequence[str], contenders: Sequence[str] = CONTENDERS, quick: bool = False,
               repeat: int = 7, torch_timeout: float = 300.0,
               compilers: dict[str, Callable] | None = None,
-              numaccel_backend: str | None = None, log: Callable[[str], None] = print
-              ) -> dict[str, dict]:
+              numaccel_backend: str | None = None, log: Callable[[str], None] = print,
+              isolate: bool = False) -> dict[str, dict]:
     """Measure ``names`` (keys of WORKLOADS) with each contender; returns per-workload records.
 
     ``compilers`` overrides the contender factories (stand-ins in tests). torch runs isolated
-    in a subprocess unless ``compilers`` supplies it.
+    in a subprocess unless ``compilers`` supplies it; with ``isolate`` every contender not
+    in ``compilers`` does (one process per contender and workload, one after the other:
+    none runs beside another's threads, memory and allocator state. In one process taking
+    samples round-robin, any neighbour made the 16M-element chain ~10% slower for the
+    contender sampled after it, and torch, always isolated, had none).
 
     Example::
 
@@ -412,11 +418,12 @@ def run_bench(names: Sequence[str], contenders: Sequence[str] = CONTENDERS, quic
         args = w.make_args(quick)
         ref = demo.materialize(w.numpy_fn(*args))
         isolated = {c: None for c in contenders
-                    if c == "torch" and not (compilers and "torch" in compilers)}
+                    if (c == "torch" or isolate) and not (compilers and c in compilers)}
         here = measure_interleaved(w, args, ref, {c: factories[c] for c in contenders
                                                   if c not in isolated}, repeat)
         for c in isolated:
-            isolated[c] = run_isolated(c, name, quick, repeat, torch_timeout)
+            isolated[c] = run_isolated(c, name, quick, repeat, torch_timeout,
+                                       numaccel_backend)
         results = {c: here[c] if c in here else isolated[c] for c in contenders}
         out[name] = {"description": w.description, "tiny": w.tiny, "results": results,
                      "ratios": ratios(results)}
@@ -577,6 +584,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "program")
     ap.add_argument("--numaccel-backend", default=None, help="e.g. numpy (reference)")
     ap.add_argument("--json", default=None, help="write all results to this file")
+    ap.add_argument("--in-process", action="store_true",
+                    help="sample numpy, numexpr, numba and numaccel round-robin in this "
+                         "process (default: each contender in a process of its own, as "
+                         "torch.compile always is)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return ap
 
@@ -603,6 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ref = demo.materialize(w.numpy_fn(*args))
         rec = measure_interleaved(w, args, ref, {opts.worker: default_compilers(
             opts.numaccel_backend)[opts.worker]}, repeat)[opts.worker]
+        rec["pid"] = os.getpid()
         print(MARK + json.dumps(rec))
         return 0
 
@@ -610,12 +622,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_machine(info), flush=True)
     report: dict[str, Any] = {"machine": info, "options": {
         "quick": opts.quick, "repeat": repeat, "contenders": contenders,
+        "isolated": not opts.in_process,
         "numaccel_backend": opts.numaccel_backend, "argv": list(argv or sys.argv[1:])}}
     log = lambda s: print(s, flush=True)
     steady = [n for n in names if n != FIRST_CALL]
     report["workloads"] = run_bench(steady, contenders, opts.quick, repeat, opts.timeout,
                                     numaccel_backend=opts.numaccel_backend,
-                                    log=lambda s: print(s, file=sys.stderr, flush=True))
+                                    log=lambda s: print(s, file=sys.stderr, flush=True),
+                                    isolate=not opts.in_process)
     title = (f"steady state, median of {repeat} samples after a warm-up call "
              f"({'quick sizes' if opts.quick else 'full sizes'})")
     if steady:

@@ -244,6 +244,19 @@ def test_run_bench_with_standins():
     assert "n/a" in table and "no such backend" in table
 
 
+def test_isolated_contenders_run_each_in_a_process_of_its_own():
+    import os
+    res = bench.run_bench(["chain_f32"], ["numpy", "numba", "numaccel"], quick=True,
+                          repeat=2, numaccel_backend="numpy", log=lambda s: None,
+                          isolate=True, compilers={"numba": lambda w: w.numpy_fn})
+    r = res["chain_f32"]["results"]
+    for c in ("numpy", "numaccel"):
+        assert r[c]["status"] == "ok" and len(r[c]["samples_ms"]) == 2, r[c]
+    assert len({r["numpy"]["pid"], r["numaccel"]["pid"], os.getpid()}) == 3
+    assert "pid" not in r["numba"]             # given in-process: sampled here
+    assert res["chain_f32"]["ratios"]["numpy"] > 0
+
+
 # -------------------------------------------------------------- baselines agree with NumPy
 
 _BASELINES = [(name, kind) for name, w in WORKLOADS.items()
