@@ -356,3 +356,48 @@ def test_max_of_a_mid_size_float_graph_runs_in_the_wrapper(rng):
     # (one accumulator was a chain of selects; 16 lanes vectorize)
     u = rng.random((150, 150))
     run(lambda a, b: (np.abs(a - b).max(), (a * b).min(axis=0)), u, u[::-1].copy())
+
+
+def laplacian(a):
+    return a[1:-1, 2:] + a[1:-1, :-2] + a[2:, 1:-1] + a[:-2, 1:-1] - 4.0 * a[1:-1, 1:-1]
+
+
+def test_slices_are_read_through_the_base_array(rng):
+    # no Numba view inside the loop: a view's run-time strides stop vectorization
+    f = run(laplacian, rng.standard_normal((40, 50)))
+    src = f.entries[0].run.wrapper.source
+    loop = src[src.index("for i0"):]
+    assert "x0p[1 + i0, 2 + i1]" in loop and "x0p[i0, 1 + i1]" in loop, src
+    assert not any(f"n{k}[" in loop for k in range(1, 10)), src
+
+
+_BASE = np.arange(7 * 9 * 11, dtype=np.float64).reshape(7, 9, 11) / 97.0
+
+
+@pytest.mark.parametrize("name,x", [
+    ("row_slice", _BASE[1:5, 2:7, 3:9]),
+    ("inner_step", _BASE[:, ::2, ::3]),
+    ("transposed", _BASE.transpose(2, 0, 1)),
+    ("reversed", _BASE[::-1, :, ::-1]),
+    ("size_one", _BASE[2:3, 1:2, 4:10]),
+    ("empty", _BASE[:, 3:3, :]),
+    ("plane", _BASE[3, 1:8, 2:]),
+    ("readonly", np.lib.stride_tricks.as_strided(_BASE[1:, 1:, 1:], writeable=False)),
+])
+def test_strided_arguments_give_numpys_results(name, x):
+    def fn(a):
+        return np.tanh(a) * 2.0 + a[..., ::-1] - a.sum(axis=-1, keepdims=True)
+    run(fn, x)
+
+
+def test_folded_index_forms(rng):
+    def fn(a, b):
+        return a[::-2, 1][None, :] + a.T[2:0:-1, ::3].sum() + b[..., 1:, None][0] * a[1, -1]
+    run(fn, rng.standard_normal((6, 7)), rng.standard_normal((3, 4, 5))[:, ::2, 1:])
+    # views of views: each level's index is an expression of the next
+    run(lambda a: a[::-1][1:][::-2, 2:][:, ::-1].T * 2.0, rng.standard_normal((9, 8)))
+
+
+def test_bf16_strided_argument():
+    x = (np.arange(60, dtype=np.float32).reshape(6, 10) / 7).astype(BF16)[1:5, 2:9]
+    run(lambda a: a * a + a[:, ::-1], x)
