@@ -401,3 +401,17 @@ def test_folded_index_forms(rng):
 def test_bf16_strided_argument():
     x = (np.arange(60, dtype=np.float32).reshape(6, 10) / 7).astype(BF16)[1:5, 2:9]
     run(lambda a: a * a + a[:, ::-1], x)
+
+
+def test_writes_into_slices_store_through_index_arithmetic(rng):
+    def fn(a, b):
+        u = a.copy()
+        u[1:-1, 1:-1] = 0.25 * (a[:-2, 1:-1] + a[2:, 1:-1]) - b[1:-1, ::-1][:, 1:-1]
+        t = np.zeros((5, 4))
+        t.T[::-1, 2] = b[:4, 0]                # through a transpose, reversed
+        t[1:4][::-2, 1:] = 7.0                 # views of views, a scalar broadcast
+        return u, t
+    f = run(fn, rng.standard_normal((9, 8)), rng.standard_normal((9, 8)))
+    src = f.entries[0].run.wrapper.source
+    assert "w" not in "".join(line.split("=")[0] for line in src.splitlines()
+                              if "for " not in line), src     # no view to store through

@@ -486,9 +486,11 @@ class _Gen:
             self.new(n, f"{self.names[root]}.copy()")
         view, aval = self.names[n.id], self.g.nodes[root].aval
         from ..ops import get_op
+        shapes = [tuple(int(d) for d in aval.shape)]    # of each level of the chain
         for name, attrs in chain[:-1]:
             view = self._view_expr(view, name, attrs, aval.ndim)
             aval = get_op(name).infer([aval], **attrs)
+            shapes.append(tuple(int(d) for d in aval.shape))
         name, attrs = chain[-1]
         target = get_op(name).infer([aval], **attrs)
         vdt, tdt = self.dt(value), target.dtype
@@ -503,7 +505,11 @@ class _Gen:
         if k is not None and (shape != self.shape(value) or tdt.name in NARROW):
             self.map_kernel(k, here=True)
             k = None
-        self.emit(f"w{n.id} = {self._view_expr(view, name, attrs, aval.ndim)}")
+        # stores into the root buffer at index arithmetic (as _fold reads): stores
+        # through a Numba view of it have run-time strides and do not vectorize
+        folded = all(nm == "transpose" or _static_index(a["index"]) for nm, a in chain)
+        if not folded:
+            self.emit(f"w{n.id} = {self._view_expr(view, name, attrs, aval.ndim)}")
         idx, ind = self.loops(shape)
         if k is not None:
             # the value's kernel, inlined: each element goes straight into the view
@@ -514,7 +520,21 @@ class _Gen:
             val = cast(names[k.root], vdt, tdt)
         else:
             val = cast(self.elem(value, shape, idx), vdt, tdt)
-        self.emit(f"w{n.id}[{', '.join(idx)}] = {_store(val, tdt)}", ind)
+        if not folded:
+            self.emit(f"w{n.id}[{', '.join(idx)}] = {_store(val, tdt)}", ind)
+            return
+        ix = list(idx)
+        for (nm, a), pshape in zip(reversed(chain), reversed(shapes)):
+            if nm == "transpose":
+                axes = a.get("axes")
+                axes = tuple(reversed(range(len(pshape)))) if axes is None else tuple(axes)
+                base = [None] * len(pshape)
+                for d, ax in enumerate(axes):
+                    base[ax % len(pshape)] = ix[d]
+                ix = base
+            else:
+                ix = _slice_index(a["index"], pshape, ix)
+        self.emit(f"{self.names[n.id]}[{', '.join(ix)}] = {_store(val, tdt)}", ind)
 
     def _dead_after(self, root, nid) -> bool:
         """``root`` is an intermediate this graph made, read only by node ``nid``: its

@@ -295,9 +295,10 @@ def getitem(a, index):
 def setitem(a, index, value):
     st = a._st
     spec, arrays = index_spec(st, a, index)
-    if isinstance(value, TracedArray) and value._base is (a._base or a) and not arrays and \
+    root = a._base if a._base is not None else a     # (`or` would ask an array's truth)
+    if isinstance(value, TracedArray) and value._base is root and not arrays and \
             value._chain == a._chain + (("getitem", {"index": spec}),) and \
-            value._ver == (a._base or a)._version:
+            value._ver == root._version:
         return  # `a[i] += b` already wrote through the view a[i]
     v = st.lift(value)
     if v.dtype != a.dtype or v._aval.weak:
