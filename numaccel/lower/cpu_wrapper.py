@@ -14,11 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import config
+from ..trace.indexing import static_index
 from ..trace.symbolic import has_sym
 from .cpu_codegen import (_PRELUDE, _acc_dtype, _load, _small_power, _store, acc_cast,
                           acc_comb, acc_init, acc_result, body_lines, load_source, red_ufunc)
 from .render import NARROW, cast, literal, reg_dtype, render, supported
 from .reroll import reroll
+from .view_index import base_index, pitched
 
 # the largest node (elements) a compiled-wrapper graph may have. The wrapper's loops
 # are serial, on the calling thread: it is for graphs whose cost is per step (~13 us a
@@ -122,17 +124,10 @@ class _Gen:
                     g.nodes[n.inputs[0]].aval.ndim == 0:
                 return self.names[nid], ix
             src = self.shape(n.inputs[0])
-            if n.op == "transpose":
-                axes = n.attrs.get("axes")
-                axes = tuple(reversed(range(len(src)))) if axes is None else tuple(axes)
-                base = [None] * len(src)
-                for d, a in enumerate(axes):
-                    base[a % len(src)] = ix[d]
-            elif n.op == "getitem" and _static_index(n.attrs["index"]):
-                base = _slice_index(n.attrs["index"], src, ix)
+            if n.op == "transpose" or n.op == "getitem" and static_index(n.attrs["index"]):
+                nid, ix = n.inputs[0], base_index(n.op, n.attrs, src, ix)
             else:
                 return self.names[nid], ix
-            nid, ix = n.inputs[0], base
 
     def loops(self, shape, ind="    "):
         idx = [f"i{d}" for d in range(len(shape))]
@@ -507,7 +502,7 @@ class _Gen:
             k = None
         # stores into the root buffer at index arithmetic (as _fold reads): stores
         # through a Numba view of it have run-time strides and do not vectorize
-        folded = all(nm == "transpose" or _static_index(a["index"]) for nm, a in chain)
+        folded = all(nm == "transpose" or static_index(a["index"]) for nm, a in chain)
         if not folded:
             self.emit(f"w{n.id} = {self._view_expr(view, name, attrs, aval.ndim)}")
         idx, ind = self.loops(shape)
@@ -525,15 +520,7 @@ class _Gen:
             return
         ix = list(idx)
         for (nm, a), pshape in zip(reversed(chain), reversed(shapes)):
-            if nm == "transpose":
-                axes = a.get("axes")
-                axes = tuple(reversed(range(len(pshape)))) if axes is None else tuple(axes)
-                base = [None] * len(pshape)
-                for d, ax in enumerate(axes):
-                    base[ax % len(pshape)] = ix[d]
-                ix = base
-            else:
-                ix = _slice_index(a["index"], pshape, ix)
+            ix = base_index(nm, a, pshape, ix)
         self.emit(f"{self.names[n.id]}[{', '.join(ix)}] = {_store(val, tdt)}", ind)
 
     def _dead_after(self, root, nid) -> bool:
@@ -548,52 +535,6 @@ class _Gen:
         if name == "transpose":
             return f"np.transpose({x}, {tuple(attrs['axes'])})"
         return f"{x}[{', '.join(_index_parts(attrs['index'], ndim))}]"
-
-
-def _static_index(index) -> bool:
-    return all(it is None or it is Ellipsis or type(it) is int or type(it) is slice and
-               all(v is None or type(v) is int for v in (it.start, it.stop, it.step))
-               for it in index)
-
-
-def _slice_index(index, shape, ix):
-    """Index expressions into an array of ``shape`` reading element ``ix`` (expressions)
-    of its view ``x[index]`` (a basic index of ints, slices, None, Ellipsis)."""
-    used = sum(1 for it in index if it is not None and it is not Ellipsis)
-    items = []
-    for it in index:
-        items += [slice(None)] * (len(shape) - used) if it is Ellipsis else [it]
-    items += [slice(None)] * (len(shape) - sum(1 for it in items if it is not None))
-    out, d, k = [], 0, 0
-    for it in items:
-        if it is None:
-            k += 1                        # a new size-1 dim of the view: no base dim
-        elif type(it) is int:
-            out.append(str(it % shape[d]))
-            d += 1
-        else:
-            start, _, step = it.indices(shape[d])
-            i = ix[k] if ix[k].isidentifier() or ix[k].isdigit() else f"({ix[k]})"
-            term = i if step == 1 else f"{step} * {i}"
-            out.append(term if start == 0 else f"{start} + {term}")
-            d += 1
-            k += 1
-    return out
-
-
-def _pitched(a):
-    """``a`` as a C-contiguous array with its own row pitch (the same memory, the same
-    first dim, the others as long as the strides say: the elements past each row's end
-    are never read), or ``a`` itself where its strides do not allow that."""
-    if a.flags.c_contiguous or a.strides[-1] != a.itemsize:
-        return a
-    st = a.strides
-    shape = [a.shape[0]]
-    for d in range(a.ndim - 1):
-        if st[d + 1] <= 0 or st[d] % st[d + 1] or st[d] // st[d + 1] < a.shape[d + 1]:
-            return a
-        shape.append(st[d] // st[d + 1])
-    return np.lib.stride_tricks.as_strided(a, shape, st, writeable=a.flags.writeable)
 
 
 def _index_parts(index, ndim):
@@ -673,9 +614,9 @@ class CompiledWrapper:
             v = values[k] if k is not None else const
             if conv is not None:
                 if conv == "pitch":
-                    v = v if v.flags.c_contiguous else _pitched(v)
+                    v = v if v.flags.c_contiguous else pitched(v)
                 elif conv == "bits_pitch":
-                    v = _pitched(v.view(np.uint16))
+                    v = pitched(v.view(np.uint16))
                 elif conv == "bits":
                     v = v.view(np.uint16)
                 elif conv == "0d":

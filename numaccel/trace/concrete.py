@@ -24,30 +24,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.prims import VIEW_REFS, scatter_into
+from .indexing import static_index
 from .tracer import aval_of
 
 # view ops whose NumPy reference always returns a view (reshape may copy)
 _VIEWS = frozenset({"getitem", "transpose", "flip"})
-_SIMPLE = (int, type(None))
-
-
-def _static_index(spec) -> bool:
-    for it in spec:
-        t = type(it)
-        if t is slice:
-            if type(it.start) not in _SIMPLE or type(it.stop) not in _SIMPLE or \
-                    type(it.step) not in _SIMPLE:
-                return False
-        elif not (t is int or it is None or it is Ellipsis):
-            return False          # a Sym, an index array placeholder
-    return True
 
 
 def _plain_view(name, attrs) -> bool:
     if name not in _VIEWS:
         return False
     if name == "getitem":
-        return _static_index(attrs["index"])
+        return static_index(attrs["index"])
     axes = attrs.get("axes", attrs.get("axis"))
     return axes is None or type(axes) is int or \
         (type(axes) is tuple and all(type(a) is int for a in axes))

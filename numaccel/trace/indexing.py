@@ -11,6 +11,19 @@ from .symbolic import Sym, hint
 from ..ops.prims import broadcast_shapes
 
 
+def static_index(spec) -> bool:
+    """A basic index of plain ints, slices of ints, None and Ellipsis (no Sym, no
+    index arrays): one NumPy can apply to a concrete array as is."""
+    for it in spec:
+        t = type(it)
+        if t is slice:
+            if not all(v is None or type(v) is int for v in (it.start, it.stop, it.step)):
+                return False
+        elif not (t is int or it is None or it is Ellipsis):
+            return False
+    return True
+
+
 def is_basic(spec) -> bool:
     return not any(isinstance(it, tuple) for it in spec)
 

@@ -295,8 +295,8 @@ class TraceState:
         return TracedArray(self, node.id, aval, scalar=node.scalar)
 
     def view_node(self, nid: int, name: str, attrs: dict, scalar=False) -> int:
-        """The node of view ``name(attrs)`` of node ``nid``: while re-tracing, a view
-        of an input is an input itself (concrete.py), else a view op."""
+        """The node of view ``name(attrs)`` of node ``nid``: after a graph break, a
+        view of a segment input is an input itself (concrete.py), else a view op."""
         if self.breaks:
             from .concrete import view_input
             v = view_input(self, nid, name, attrs, scalar)
