@@ -79,12 +79,18 @@ class Graph:
         lines.append("return " + ", ".join(f"%{i}" for i in self.outputs))
         return "\n".join(lines)
 
-    def prune(self) -> "Graph":
-        """A copy without nodes that no output depends on (ids renumbered)."""
-        live = set(self.outputs)
+    def live(self, outputs=None) -> set:
+        """Ids of the nodes ``outputs`` (default: the graph's) depend on, themselves
+        included."""
+        live = set(self.outputs if outputs is None else outputs)
         for n in reversed(self.nodes):
             if n.id in live:
                 live.update(n.inputs)
+        return live
+
+    def prune(self) -> "Graph":
+        """A copy without nodes that no output depends on (ids renumbered)."""
+        live = self.live()
         keep = [n for n in self.nodes if n.id in live or n.op == "input"]
         remap = {n.id: i for i, n in enumerate(keep)}
         g = Graph()

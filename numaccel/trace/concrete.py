@@ -60,30 +60,15 @@ def view_input(st, nid: int, name: str, attrs: dict, scalar: bool):
     return st._add("input", [], {"index": k}, aval, scalar and not aval.shape).id
 
 
-def _eligible(st, value) -> bool:
-    # what TraceState.donatable asks of an input, but for the input alone: the trace's
-    # own array, that user code never got (other inputs die with the segment; those
-    # results that share its memory are checked after the run)
-    from ..lower.pool import owns
-    return type(value) is np.ndarray and owns(value) and st.made.get(id(value)) is value \
-        and st.seen.get(id(value)) is not value
-
-
 def defer_writes(st, g, outputs: list):
     """Take the writes into eligible inputs out of the pending graph ``g``: returns the
     new output list (each write's value in place of the written array) and the plan for
     ``apply_writes``, or ``(outputs, None)``."""
     nodes = g.nodes
-    keep = [False] * len(nodes)
-    for o in outputs:
-        keep[o] = True
-    for i in range(len(nodes) - 1, -1, -1):
-        if keep[i]:
-            for j in nodes[i].inputs:
-                keep[j] = True
+    live = g.live(outputs)
     uses = [0] * len(nodes)
     for n in nodes:
-        if keep[n.id]:
+        if n.id in live:
             for j in n.inputs:
                 uses[j] += 1
     plan, out_set, targets = [], set(outputs), set()
@@ -99,8 +84,11 @@ def defer_writes(st, g, outputs: list):
         if not steps or cur.op != "input" or cur.id in out_set or cur.id in targets or \
                 any(cur.id == v for _, v in steps):
             continue
+        # the trace's own array (TraceState.own_array; unlike donation, other inputs
+        # sharing its memory die with the segment, and results that share it are
+        # checked after the run)
         value = st.input_values[cur.attrs["index"]]
-        if not _eligible(st, value):
+        if not st.own_array(value):
             continue
         targets.add(cur.id)
         steps.reverse()

@@ -334,12 +334,17 @@ class TraceState:
         vals = self.input_values
         out = []
         for i, v in enumerate(vals):
-            if type(v) is np.ndarray and owns(v) and self.made.get(id(v)) is v \
-                    and self.seen.get(id(v)) is not v and not any(
-                        j != i and isinstance(w, np.ndarray) and np.may_share_memory(v, w)
-                        for j, w in enumerate(vals)):
+            if self.own_array(v) and not any(
+                    j != i and isinstance(w, np.ndarray) and np.may_share_memory(v, w)
+                    for j, w in enumerate(vals)):
                 out.append(i)
         return frozenset(out)
+
+    def own_array(self, v) -> bool:
+        """``v`` is an array an earlier segment of this trace made, that owns its memory
+        and that user code never got: the trace may write into it in place."""
+        return type(v) is np.ndarray and owns(v) and self.made.get(id(v)) is v \
+            and self.seen.get(id(v)) is not v
 
     def materialize(self, ts=()):
         roots = [t for t in list(self.live) if t._st is self and t._base is None]
