@@ -243,7 +243,9 @@ def test_exit_while_compiling_is_clean_and_leaves_a_warm_cache(tmp_path):
         def f(x):
             m = x.max(axis=-1, keepdims=True)
             return np.exp(x - m).sum(axis=-1)
-        x = np.random.default_rng(0).standard_normal((64, 300)).astype(np.float32)
+        # (large enough for the step kernels, which store native entries: a mid-size
+        # graph would run as the compiled wrapper, a Numba function)
+        x = np.random.default_rng(0).standard_normal((640, 500)).astype(np.float32)
         g = numaccel.accelerate(f)
         np.testing.assert_allclose(g(x), f(x), rtol=1e-5)
         # exit once the worker has taken the compile up (a queued one is dropped at

@@ -14,10 +14,12 @@ from conftest import assert_same
 
 @pytest.fixture
 def trace_mode():
-    saved = config.segmented_mode, config.segment_churn_limit
+    # (block loops re-traced, segment by segment: test_loop_for.py captures them)
+    saved = config.segmented_mode, config.segment_churn_limit, config.capture_loops
     config.segmented_mode = "trace"
+    config.capture_loops = False
     yield
-    config.segmented_mode, config.segment_churn_limit = saved
+    config.segmented_mode, config.segment_churn_limit, config.capture_loops = saved
 
 
 def _run(fn, *args, calls=3, rtol=1e-12):

@@ -229,8 +229,8 @@ def test_mid_size_graphs_keep_the_steps_where_the_wrapper_would_lose(rng, case,
                                                                        monkeypatch):
     import numaccel.lower.cpu_wrapper as cw
     x = rng.standard_normal((200, 100))
-    if case == "float_reduction":        # serial adds: the kernels' partial sums win
-        f = run(lambda a: (a * a).sum(axis=1), x, wrapper=False)
+    if case == "float_reduction":        # serial adds (rows too short for lanes)
+        f = run(lambda a: (a * a).sum(axis=1), x.reshape(2000, 10), wrapper=False)
         why = "float reduction"
     elif case == "matmul":               # loops, not BLAS
         f = run(lambda a, b: a @ b + 1, x, rng.standard_normal((100, 50)), wrapper=False)
@@ -356,6 +356,25 @@ def test_max_of_a_mid_size_float_graph_runs_in_the_wrapper(rng):
     # (one accumulator was a chain of selects; 16 lanes vectorize)
     u = rng.random((150, 150))
     run(lambda a, b: (np.abs(a - b).max(), (a * b).min(axis=0)), u, u[::-1].copy())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_float_sums_of_a_mid_size_graph_add_in_lanes(rng, dtype):
+    # rows of >= 32: 16 partial sums (as the step kernels' blocked reductions), so a
+    # float sum over more than TINY_MAX elements runs in the wrapper too; float32 adds
+    # in float64. Means, keepdims, a product, NaN and inf still as NumPy's
+    x = (rng.standard_normal((150, 150)) * 3).astype(dtype)
+
+    def prog(a):
+        return (a * a).sum(), a.mean(axis=1, keepdims=True), np.abs(a[:, :40]).sum(axis=1), \
+            (1.0 + a[:3] * 1e-3).prod(axis=1)
+
+    f = run(prog, x)
+    assert "ln" in f.entries[0].run.wrapper.source
+    y = x.copy()
+    y[7, 149] = np.nan
+    y[9, 0] = np.inf
+    run(prog, y)
 
 
 def laplacian(a):

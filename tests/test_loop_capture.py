@@ -160,7 +160,7 @@ def test_dtype_change_is_refused():
     assert acc.loop_sites[0].captured == 0
 
 
-def test_branch_in_body_is_refused_and_still_right():
+def test_branch_in_body_takes_both_branches_when_captured():
     def f(x):
         while x.sum() < 100:
             if x.max() > 5:
@@ -170,7 +170,20 @@ def test_branch_in_body_is_refused_and_still_right():
         return x
 
     acc = check_np(f, np.array([1.0, 0.5]), backend="cpu")
-    assert acc.loop_sites[0].captured == 0 and acc.loop_sites[0].reason
+    assert captured(acc) == 2
+
+
+def test_branch_writing_into_an_array_is_refused_and_still_right():
+    def f(x):
+        acc = np.zeros(2)
+        while x.sum() < 100:
+            if x.max() > 5:
+                acc[0] += 1.0        # both branches would run: no capture
+            x = x * 2
+        return x, acc
+
+    acc = check_np(f, np.array([1.0, 0.5]), backend="cpu")
+    assert captured(acc) == 0 and "writes into an array" in acc.loop_sites[0].reason
 
 
 def test_random_body_is_refused_and_draws_each_iteration():

@@ -85,8 +85,10 @@ def test_new_process_loads_native_without_numba(cache):
             return e / e.sum(axis=-1, keepdims=True), np.sin(x) * 2 + x.sum(axis=0)
 
         rng = np.random.default_rng(0)
-        x = rng.standard_normal((300, 200)).astype(np.float32)
-        g, b = np.float32(1.5), rng.standard_normal(200).astype(np.float32)
+        # (above parallel_min: step kernels; a mid-size graph runs as the compiled
+        # wrapper, a Numba function)
+        x = rng.standard_normal((600, 500)).astype(np.float32)
+        g, b = np.float32(1.5), rng.standard_normal(500).astype(np.float32)
         got = numaccel.accelerate(f)(x, g, b)
         ok = all(np.allclose(u, v, rtol=1e-5, atol=1e-4) for u, v in zip(got, f(x, g, b)))
         print(json.dumps({"ok": ok, "numba": "numba" in sys.modules,

@@ -185,6 +185,9 @@ class _Gen:
 
     def op_input(self, n):
         name = f"x{n.attrs['index']}"
+        if not self.consumers.get(n.id) and (n.id not in self.g.outputs or
+                                             _passed_through(n)):
+            return      # unread (a captured loop's variable the body assigns first)
         if n.aval.ndim >= 2:
             # the argument comes pitched (CompiledWrapper): kernels index it as is; other
             # uses see it cut to its shape
@@ -247,12 +250,36 @@ class _Gen:
                 return
         self.nk += 1
         self.emit(f"n{n.id} = np.empty({shape}, np.{_np_dt(n.aval.dtype)})")
-        idx, ind = self.loops(shape)
-        exprs = {i: self.elem(i, shape, idx) for i in k.operands}
-        body, names = body_lines(self.g, k.nodes, exprs, ind, prefix=f"k{self.nk}_")
-        self.lines += body
-        self.emit(f"n{n.id}[{', '.join(idx)}] = {_store(names[k.root], n.aval.dtype)}", ind)
+        cond = n.inputs[0] if n.op == "where" else None
+        if cond is not None and self.g.nodes[cond].aval.ndim == 0 and cond not in k.nodes:
+            # np.where on one truth value (an if on array values, both branches traced:
+            # trace/loop_capture.run_if): a loop for each branch, only one of them runs
+            self.emit(f"if {self.names[cond]}:")
+            self._map_loop(k, n, shape, n.inputs[1], "        ")
+            self.emit("else:")
+            self._map_loop(k, n, shape, n.inputs[2], "        ")
+        else:
+            self._map_loop(k, n, shape, n.id, "    ")
         self.names[n.id] = f"n{n.id}"
+
+    def _map_loop(self, k, n, shape, value, ind):
+        """The loop nest storing node ``value`` (``k``'s root or one of its inputs, cast to
+        the root's dtype) into the root's buffer."""
+        nodes = set()
+        stack = [value]
+        while stack:
+            i = stack.pop()
+            if i in k.nodes and i not in nodes:
+                nodes.add(i)
+                stack.extend(self.g.nodes[i].inputs)
+        idx, ind = self.loops(shape, ind)
+        exprs = {i: self.elem(i, shape, idx) for i in k.operands}
+        body, names = body_lines(self.g, [i for i in k.nodes if i in nodes], exprs, ind,
+                                 prefix=f"k{self.nk}_")
+        self.lines += body
+        v = names.get(value) or self.elem(value, shape, idx)
+        v = cast(v, self.g.nodes[value].aval.dtype, n.aval.dtype)
+        self.emit(f"n{n.id}[{', '.join(idx)}] = {_store(v, n.aval.dtype)}", ind)
 
     def reduce_kernel(self, k):
         red = self.g.nodes[k.root]
@@ -267,11 +294,15 @@ class _Gen:
         if count == 0 and uf in ("maximum", "minimum"):
             raise Unsupported("empty max/min reduction (raises in the step path)")
         acc_dt = _acc_dtype(red, src.aval.dtype)
-        # max/min over a row of at least _LANES_MIN: _LANES accumulators, one per lane of
-        # the innermost reduced dim (LLVM vectorizes that; one accumulator is a chain of
-        # selects at ~2 ns an element, 4x slower). Exact in any order, NaN still wins
+        # a reduction over a row of at least _LANES_MIN: _LANES accumulators, one per
+        # lane of the innermost reduced dim (LLVM vectorizes that; one accumulator is a
+        # chain of selects at ~2 ns an element for max/min, 4x slower, and of dependent
+        # adds for a sum). max/min are exact in any order, NaN still wins; a float sum
+        # so adds in _LANES partial sums, as the step kernels do (cpu_codegen's
+        # _blocked_reduction), not in one serial chain
         last = axes[-1] if axes else None
-        lanes = uf in ("maximum", "minimum") and acc_dt.kind in "fiu" and \
+        lanes = (uf in ("maximum", "minimum") and acc_dt.kind in "fiu" or
+                 uf in ("add", "multiply") and acc_dt.kind == "f") and \
             last is not None and shape[last] >= _LANES_MIN
         if acc_dt.kind in "fc" and int(np.prod(shape)) > TINY_MAX and not lanes:
             raise Unsupported(f"a float reduction of {int(np.prod(shape))} elements "

@@ -439,6 +439,11 @@ _reg("einsum", "contraction", lambda *xs, subscripts: np.einsum(subscripts, *xs)
 
 
 def _full_ref(fill, shape, dtype):
+    f = np.asarray(fill)
+    if f.ndim == 0 and f.dtype.kind in "biuf" and f == 0 and not np.signbit(f):
+        # zeros (np.empty is traced as zeros too): calloc'd memory, zeroed by the OS
+        # page by page on first touch, not written here in full (128 MB: ~100 ms)
+        return np.zeros(shape, dtype=dtype)
     return np.full(shape, fill, dtype=dtype)
 
 

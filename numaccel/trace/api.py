@@ -185,7 +185,7 @@ class Accelerated:
         if self._traced_fn is None:
             self._traced_fn = self.fn
             if config.capture_loops:
-                from .loop_capture import HELPERS
+                from .loop_for import HELPERS
                 from .loop_rewrite import rewrite
                 try:
                     new, self.loop_sites, skipped = rewrite(self.fn, HELPERS)
@@ -195,7 +195,7 @@ class Accelerated:
                     self._traced_fn = new
                 if skipped and isinstance(skipped, list):
                     for line, why in skipped:
-                        log("graph_breaks", f"{self.fn.__qualname__}: while loop at line "
+                        log("graph_breaks", f"{self.fn.__qualname__}: loop at line "
                                             f"{line} is not rewritten: {why}")
         return self._traced_fn
 

@@ -17,6 +17,7 @@ class Explanation:
     entry_kind: str = ""
     fallback_reason: str = ""
     plan: str = ""          # how the backend runs the graph (kernels, wrapper)
+    loops: list = field(default_factory=list)   # per rewritten loop: one line
 
     def __str__(self):
         lines = [f"numaccel.explain({self.name}): {self.entry_kind or 'not compiled'}",
@@ -34,6 +35,8 @@ class Explanation:
         if self.plan:
             lines.append("  plan:")
             lines.extend("    " + ln for ln in self.plan.splitlines())
+        for ln in self.loops:
+            lines.append(f"  {ln}")
         lines.append(f"  cache: {self.cache}")
         return "\n".join(lines)
 
@@ -69,6 +72,13 @@ def explain(fn, *args, **kwargs) -> Explanation:
         ex.graphs = [g.prune() for g in st.segments]
         ex.graph_breaks = list(st.breaks)
     ex.op_count = sum(g.op_count() for g in ex.graphs)
+    for site in probe.loop_sites:
+        kind = "while" if site.target is None else "for"
+        state = f"captured, one compiled step per iteration ({site.captured} runs)" \
+            if site.captured else "runs as written"
+        if site.reason:
+            state += f"; last refusal: {site.reason}"
+        ex.loops.append(f"{kind} loop at {site.where}: {state}")
     ex.cache = acc.cache_info()
     print(ex)
     return ex

@@ -111,10 +111,10 @@ def run_while(site, cond, body, values):
     return tuple(vals[k] for k in site.written)
 
 
-def _refuse(st, site, why):
+def _refuse(st, site, why, kind="while"):
     site.failures += 1
     site.reason = why
-    log("graph_breaks", f"{st.fn_name}: while loop at {site.where} runs as written "
+    log("graph_breaks", f"{st.fn_name}: {kind} loop at {site.where} runs as written "
                         f"(not captured: {why})")
 
 
@@ -127,7 +127,7 @@ def _captured(st, site, cond, body, vals):
     if not traced or any(t._st is not st for t in traced):
         return None
     conc = st.concrete(traced, f"while loop at {site.where}: its variables go to one "
-                               "compiled step per iteration")
+                               "compiled step per iteration", user=False)
     cmap = {id(t): v for t, v in zip(traced, conc)}
     cvals = [_settled(v, cmap[id(v)]) if isinstance(v, TracedArray) else v for v in vals]
     # the step's trace runs what it cannot trace (its breaks) on the interpreter, so
@@ -163,26 +163,36 @@ def _captured(st, site, cond, body, vals):
     site.captured += 1
     graph, key, slots = plan
     cur = list(cvals)
-    runner = getattr(st, "runner", None)
-    fast = None
+    run = Stepper(st, graph, key)
     with st.suspended():
         while True:
-            ins = [cur[k] for k in in_idx]
-            outs = None
-            if fast is not None:
-                try:
-                    outs = fast(ins, {})
-                except Exception:  # noqa: BLE001  (the runner's path decides)
-                    fast = None
-            if outs is None:
-                outs = st.run_segment(graph, ins, key)
-                if runner is not None:
-                    fast = runner.ready(key, ins)
+            outs = run([cur[k] for k in in_idx])
             for k, j in slots:
                 cur[k] = _like(cvals[k], outs[j])
             if not outs[-1]:
                 break
     return _back(st, vals, cvals, cur, mutated, dict(slots)), False
+
+
+class Stepper:
+    """Runs a captured step on concrete inputs: through the function's segment cache
+    until the runner has it compiled, then the compiled function directly."""
+
+    def __init__(self, st, graph, key):
+        self.st, self.graph, self.key = st, graph, key
+        self.runner = getattr(st, "runner", None)
+        self.fast = None
+
+    def __call__(self, ins):
+        if self.fast is not None:
+            try:
+                return self.fast(ins, {})
+            except Exception:  # noqa: BLE001  (the runner's path decides)
+                self.fast = None
+        outs = self.st.run_segment(self.graph, ins, self.key)
+        if self.runner is not None:
+            self.fast = self.runner.ready(self.key, ins)
+        return outs
 
 
 def _interpret(g, values, key, donate=frozenset()):
@@ -262,11 +272,16 @@ def _position(outs, nid):
     return outs.index(nid)
 
 
-def _inputs(sub, site, cvals):
+def _inputs(sub, site, cvals, const_ints=False):
+    """The step's values of the loop's variables and the indices of those that are its
+    inputs. ``const_ints``: Python ints the loop does not assign are constants of the
+    step (a for loop's block size: slice bounds from the counter stay affine)."""
     written = set(site.written)
     tv, in_idx = [], []
     for k, v in enumerate(cvals):
-        if isinstance(v, (np.ndarray, np.generic)) or type(v) in PY_KIND:
+        if const_ints and type(v) is int and k not in written:
+            tv.append(v)
+        elif isinstance(v, (np.ndarray, np.generic)) or type(v) in PY_KIND:
             tv.append(_sub_input(sub, v, k))
             in_idx.append(k)
         elif k in written and v is not UNBOUND:
@@ -303,9 +318,11 @@ def _mutated(sub):
     return out
 
 
-def _plan(sub, site, tv, after, test, cvals, mutated):
+def _plan(sub, site, tv, after, test, cvals, mutated, skip=(), extra=()):
     """(graph "body, then test", its key, (variable, output) pairs) for a step that
-    repeats exactly; NoCapture where it would not."""
+    repeats exactly; NoCapture where it would not. ``test`` None: no test (a for loop,
+    whose counter ``skip`` holds); ``extra``: more nodes to output (after the
+    variables, before the test)."""
     if sub.breaks:
         raise NoCapture(f"the body breaks the graph ({sub.breaks[0][0]})")
     if sub.specialized:
@@ -317,10 +334,12 @@ def _plan(sub, site, tv, after, test, cvals, mutated):
             sub.fresh_consts():
         raise NoCapture("the body uses numbers made by code numaccel cannot trace "
                         "(np.random, a compiled extension): new ones every iteration")
-    if not isinstance(test, TracedArray):
+    if test is not None and not isinstance(test, TracedArray):
         raise NoCapture("the loop test does not depend on the loop's arrays")
     outs, slots = [], []
     for k in site.written:
+        if k in skip:
+            continue
         v = after[k]
         if v is UNBOUND:
             raise NoCapture(f"{site.names[k]!r} is not set on every iteration")
@@ -340,10 +359,63 @@ def _plan(sub, site, tv, after, test, cvals, mutated):
         if any(j != k and np.may_share_memory(cvals[k], w) for j, w in arrays):
             raise NoCapture(f"{site.names[k]!r} is updated in place and shares memory with "
                             "another of the loop's arrays")
-    outs.append(test._nid)
+    for nid in extra:
+        _position(outs, nid)
+    if test is not None:
+        outs.append(test._nid)
     sub.graph.outputs = outs
-    return sub.graph, ("while", site.where, sub.segment_key()), slots
+    return sub.graph, ("while" if test is not None else "for", site.where,
+                       sub.segment_key()), slots
+
+
+# ------------------------------------------------------------------ if statements in loops
+
+def run_if(test, then, other, values):
+    """An ``if`` statement of a rewritten loop's body: ``test`` its value (a traced
+    boolean while a captured body is traced), ``then``/``other`` its branches as
+    functions of its variables ``values``; returns the new values of those it assigns.
+    Plain Python's ``if``, except in a captured body on a traced test: there both
+    branches are traced and each variable gets ``np.where(test, then's, other's)``."""
+    if not (_capturing() and isinstance(test, TracedArray)):
+        return then(*values) if test else other(*values)
+    st = current()
+    t = _truth(test)
+    a = _branch(st, then, values)
+    b = _branch(st, other, values)
+    return tuple(_select(st, t, x, y) for x, y in zip(a, b))
+
+
+def _branch(st, fn, values):
+    roots = [(t, t._version) for t in list(st.live)
+             if t._st is st and t._base is None]
+    writes = len(st.dyn.writes) if st.dyn is not None else 0
+    out = fn(*values)
+    if any(t._version != v for t, v in roots) or \
+            (st.dyn is not None and len(st.dyn.writes) != writes):
+        raise NoCapture("a branch of an if on array values writes into an array (both "
+                        "branches run when the loop is captured)")
+    return out
+
+
+def _select(st, t, x, y):
+    """``x`` where the traced truth ``t``, else ``y``: one value of the kind both are."""
+    if x is y:
+        return x
+    if x is UNBOUND or y is UNBOUND:
+        raise NoCapture("an if on array values sets a variable in one branch only")
+    if not all(isinstance(v, TracedArray) or type(v) in PY_KIND for v in (x, y)):
+        raise NoCapture(f"an if on array values sets a variable to a "
+                        f"{type(x).__name__} or a {type(y).__name__}")
+    tx, ty = st.lift(x), st.lift(y)
+    ax, ay = tx._aval, ty._aval
+    if (tuple(map(str, ax.shape)), ax.dtype, ax.weak, tx._scalar) != \
+            (tuple(map(str, ay.shape)), ay.dtype, ay.weak, ty._scalar):
+        raise NoCapture(f"an if on array values sets a variable to {ax} or to {ay}")
+    if ax.weak:     # a Python number stays one (NEP 50: it does not promote what it meets)
+        node = st._add("where", [t._nid, tx._nid, ty._nid], {}, AVal((), ax.dtype, ax.weak))
+        return TracedArray(st, node.id, node.aval)
+    return st.op("where", [t, tx, ty], scalar=tx._scalar)
 
 
 HELPERS = {"_na_while_": run_while, "_na_and_": loop_and, "_na_or_": loop_or,
-           "_na_not_": loop_not, "_NA_UNBOUND": UNBOUND}
+           "_na_not_": loop_not, "_na_if_": run_if, "_NA_UNBOUND": UNBOUND}

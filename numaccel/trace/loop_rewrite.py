@@ -1,14 +1,19 @@
-"""Source rewrite that lets a ``while`` loop on traced values run compiled.
+"""Source rewrite that lets ``while`` and ``for`` loops on traced values run compiled.
 
 A ``while err > tol:`` loop in an accelerated function breaks the graph on every
-iteration (its test needs a concrete value), so re-tracing it costs far more than the
-NumPy it replaces. ``rewrite(fn)`` returns a copy of ``fn`` in which each loop of a simple
-form is handed to ``loop_capture.run_while``: its test and body become two nested
-functions of the loop's variables, which that runner can call as plain Python (the
-loop's own semantics, exactly) or trace once into one graph "body, then test" and run
-compiled, one call per iteration.
+iteration (its test needs a concrete value), and so does a ``for`` loop whose body takes
+a Python branch on array values (``if energy > threshold:``): re-tracing such a loop on
+every call costs far more than the NumPy it replaces. ``rewrite(fn)`` returns a copy of
+``fn`` in which each loop of a simple form is handed to ``loop_capture.run_while`` or
+``loop_for.run_for``: its test and body become nested functions of the loop's variables,
+which that runner can call as plain Python (the loop's own semantics, exactly) or trace
+once into one graph and run compiled, one call per iteration. Inside such a loop, each
+``if`` statement becomes a call of ``loop_capture.run_if`` with its branches as nested
+functions: plain Python's ``if`` unless a captured body is being traced, where a test on
+array values takes both branches and selects their results (``np.where``).
 
-What is rewritten: ``while`` loops without ``else``, ``break``, ``continue``, ``return``,
+What is rewritten: ``while`` loops and ``for`` loops over one name, without ``else``,
+``break``, ``continue``, ``return``,
 ``yield``, bare expression statements (calls made for their side effects: ``print``,
 ``list.append``), nested function or class definitions, ``try``/``with``/``del``/
 ``global``/``nonlocal``, walrus and ``locals()``-like calls, whose variables are plain
@@ -32,21 +37,30 @@ _BANNED_CALLS = {"locals", "vars", "globals", "eval", "exec", "super", "breakpoi
 class Site:
     """One rewritten loop: its variables and what capturing it has shown."""
 
-    __slots__ = ("where", "names", "written", "reason", "failures", "captured")
+    __slots__ = ("where", "names", "written", "reason", "failures", "captured", "target")
 
-    def __init__(self, where, names, written):
+    def __init__(self, where, names, written, target=None):
         self.where = where          # "file:line"
         self.names = names          # the loop's variables (locals it reads or writes)
         self.written = written      # indices into names of those it assigns
+        self.target = target        # a for loop: index into names of its counter
         self.reason = ""            # why the last capture was refused
         self.failures = 0
         self.captured = 0           # loops run compiled
 
 
-def _why_not(loop: ast.While) -> str:
+def _head(loop) -> list:
+    """The parts of a loop evaluated on every iteration (a for loop's iterable is
+    evaluated once, before it)."""
+    return [loop.test] if isinstance(loop, ast.While) else [loop.target]
+
+
+def _why_not(loop) -> str:
     if loop.orelse:
         return "it has an else clause"
-    for node in [n for s in [loop.test] + loop.body for n in ast.walk(s)]:
+    if isinstance(loop, ast.For) and not isinstance(loop.target, ast.Name):
+        return "its target is not one name"
+    for node in [n for s in _head(loop) + loop.body for n in ast.walk(s)]:
         if isinstance(node, _BANNED):
             return f"it contains {type(node).__name__.lower()}"
         if isinstance(node, ast.Expr) and not isinstance(node.value, ast.Constant):
@@ -99,9 +113,13 @@ class _Rewriter(ast.NodeTransformer):
     visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
 
     def visit_While(self, node):
-        self.generic_visit(node)
+        return self._loop(node)
+
+    visit_For = visit_While
+
+    def _loop(self, node):
         why = _why_not(node)
-        loads, stores = _names([node.test] + node.body)
+        loads, stores = _names(_head(node) + node.body)
         names = [n for n in _unique(loads + stores) if n in self.local_names]
         if not why and any(n not in self.local_names for n in stores):
             why = "it assigns a name that is not a plain local"
@@ -111,46 +129,113 @@ class _Rewriter(ast.NodeTransformer):
             why = "it uses numaccel's reserved names"
         if why:
             self.skipped.append((node.lineno, why))
+            self.generic_visit(node)        # a loop inside it may qualify
             return node
         written = [i for i, n in enumerate(names) if n in set(stores)]
         k = len(self.sites)
-        self.sites.append(Site(f"{self.filename}:{node.lineno}", tuple(names), tuple(written)))
+        target = names.index(node.target.id) if isinstance(node, ast.For) else None
+        self.sites.append(Site(f"{self.filename}:{node.lineno}", tuple(names),
+                               tuple(written), target))
+        node.body = _IfRewriter(self).rewrite(node.body)
         return self._replacement(node, k, names, [names[i] for i in written])
 
     def _replacement(self, loop, k, names, written):
-        params = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names],
-                               vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
-                               defaults=[])
-        unbind = [ast.parse(f"if {n} is _NA_UNBOUND: del {n}").body[0] for n in names]
-        ret = ast.parse("_na_l = locals()\nreturn (" + "".join(
-            f"_na_l.get({n!r}, _NA_UNBOUND), " for n in written) + ")").body
-        body_fn = _def(f"_na_body_{k}", params, unbind + loop.body + ret)
-        cond_fn = _def(f"_na_cond_{k}", params, unbind + [ast.Return(_truth_tree(loop.test))])
-        call = ast.parse(
-            f"_na_r = _na_while_(_na_site_{k}, _na_cond_{k}, _na_body_{k}, (" + "".join(
-                f"_na_v.get({n!r}, _NA_UNBOUND), " for n in names) + "))").body[0]
-        stmts = [ast.parse("_na_v = locals()").body[0], body_fn, cond_fn, call]
-        for i, n in enumerate(written):
-            stmts.append(ast.parse(f"if _na_r[{i}] is not _NA_UNBOUND: {n} = _na_r[{i}]")
-                         .body[0])
+        body_fn = _branch_fn(f"_na_body_{k}", names, written, loop.body, loop)
+        if isinstance(loop, ast.While):
+            cond_fn = _def(f"_na_cond_{k}", _params(names), _unbind(names) +
+                           [ast.Return(_truth_tree(loop.test))])
+            _locate_new(cond_fn, loop)
+            fns, head = [body_fn, cond_fn], f"_na_while_(_na_site_{k}, _na_cond_{k}, "
+        else:
+            fns, head = [body_fn], f"_na_for_(_na_site_{k}, _NA_ITER, "
+        call = ast.parse(f"_na_r = {head}_na_body_{k}, (" + "".join(
+            f"_na_v.get({n!r}, _NA_UNBOUND), " for n in names) + "))").body[0]
+        if isinstance(loop, ast.For):     # the iterable, evaluated where the loop was
+            call.value.args[1] = loop.iter
+        return _call_stmts(fns, call, written, loop)
+
+
+class _IfRewriter:
+    """The ``if`` statements of a rewritten loop's body as ``_na_if_`` calls."""
+
+    def __init__(self, rw):
+        self.rw = rw
+        self.n = 0
+
+    def rewrite(self, stmts):
+        out = []
         for s in stmts:
-            if s is not body_fn and s is not cond_fn:
-                _locate(s, loop)
-        _locate_new(body_fn, loop)
-        _locate_new(cond_fn, loop)
-        return stmts
+            if isinstance(s, ast.If):
+                out.extend(self._if(s))
+            else:
+                for name in ("body", "orelse"):      # ifs inside an inner for loop
+                    if isinstance(s, ast.For):
+                        setattr(s, name, self.rewrite(getattr(s, name)))
+                out.append(s)
+        return out
+
+    def _if(self, node):
+        k = self.n
+        self.n += 1
+        loads, stores = _names([node.test] + node.body + node.orelse)
+        names = [n for n in _unique(loads + stores) if n in self.rw.local_names]
+        written = [n for n in names if n in set(stores)]
+        then = _branch_fn(f"_na_then_{k}", names, written, self.rewrite(node.body), node)
+        other = _branch_fn(f"_na_else_{k}", names, written,
+                           self.rewrite(node.orelse) or [ast.Pass()], node)
+        call = ast.parse(f"_na_r = _na_if_(_NA_TEST, _na_then_{k}, _na_else_{k}, (" +
+                         "".join(f"_na_v.get({n!r}, _NA_UNBOUND), " for n in names) +
+                         "))").body[0]
+        call.value.args[0] = _truth_tree(node.test)
+        return _call_stmts([then, other], call, written, node)
 
 
-def _locate(tree, src):
+def _params(names):
+    return ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], vararg=None,
+                         kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+
+
+def _unbind(names):
+    return [ast.parse(f"if {n} is _NA_UNBOUND: del {n}").body[0] for n in names]
+
+
+def _branch_fn(name, names, written, body, src):
+    """``def name(*names): body; return (written...)`` (UNBOUND where unset)."""
+    ret = ast.parse("_na_l = locals()\nreturn (" + "".join(
+        f"_na_l.get({n!r}, _NA_UNBOUND), " for n in written) + ")").body
+    fn = _def(name, _params(names), _unbind(names) + body + ret)
+    _locate_new(fn, src)
+    return fn
+
+
+def _call_stmts(fns, call, written, src):
+    """``_na_v = locals()``, the nested functions, the runner's call and the rebinding
+    of the names it assigns."""
+    stmts = [ast.parse("_na_v = locals()").body[0]] + fns + [call]
+    for i, n in enumerate(written):
+        stmts.append(ast.parse(f"if _na_r[{i}] is not _NA_UNBOUND: {n} = _na_r[{i}]")
+                     .body[0])
+    # (the nested functions, and the source's own test or iterable inside the call, keep
+    # their positions)
+    own = {id(n) for f in fns for n in ast.walk(f)} | \
+        {id(n) for e in call.value.args for n in ast.walk(e)
+         if not isinstance(e, (ast.Name, ast.Tuple))}
+    for s in stmts:
+        if s not in fns:
+            _locate(s, src, own)
+    return stmts
+
+
+def _locate(tree, src, keep=frozenset()):
     for n in ast.walk(tree):
-        if hasattr(n, "lineno"):
+        if id(n) not in keep and hasattr(n, "lineno"):
             n.lineno, n.end_lineno = src.lineno, src.lineno
             n.col_offset, n.end_col_offset = src.col_offset, src.col_offset
 
 
 def _locate_new(fn_node, loop):
     # the loop's own statements keep their positions; the added ones take the loop's
-    own = {id(n) for s in [loop.test] + loop.body for n in ast.walk(s)}
+    own = {id(n) for s in _own_parts(loop) for n in ast.walk(s)}
     fn_node.lineno, fn_node.end_lineno = loop.lineno, loop.lineno
     fn_node.col_offset, fn_node.end_col_offset = loop.col_offset, loop.col_offset
     for s in [fn_node.args] + fn_node.body:
@@ -158,6 +243,12 @@ def _locate_new(fn_node, loop):
             if id(n) not in own and hasattr(n, "lineno"):
                 n.lineno = n.end_lineno = loop.lineno
                 n.col_offset = n.end_col_offset = loop.col_offset
+
+
+def _own_parts(src):
+    if isinstance(src, ast.If):
+        return [src.test] + src.body + src.orelse
+    return _head(src) + src.body
 
 
 def _truth_tree(test):
@@ -201,8 +292,8 @@ def rewrite(fn, helpers: dict):
     if first != code.co_firstlineno:     # (getsource follows __wrapped__)
         return None, [], "its source is another function's"
     src = "".join(lines)
-    if "while" not in src:
-        return None, [], "no while loop"
+    if "while" not in src and "for" not in src:
+        return None, [], "no loop"
     # parse with the lines as they are, so that column offsets stay the file's (the
     # creation hooks read the source of a call by its columns)
     wrapped = src[:1].isspace()
@@ -219,7 +310,7 @@ def rewrite(fn, helpers: dict):
     rw = _Rewriter(local_names, code.co_filename)
     fdef.body = [s for stmt in fdef.body for s in _as_list(rw.visit(stmt))]
     if not rw.sites:
-        return None, [], rw.skipped or "no while loop"
+        return None, [], rw.skipped or "no loop"
     helper_names = list(helpers) + [f"_na_site_{k}" for k in range(len(rw.sites))]
     free = list(code.co_freevars)
     factory = _def("_na_factory", ast.arguments(

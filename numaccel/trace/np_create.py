@@ -284,6 +284,10 @@ def index_spec(st, a, index):
 
 def getitem(a, index):
     st = a._st
+    if st.dyn is not None:
+        r = st.dyn.getitem(a, index)
+        if r is not None:
+            return r
     spec, arrays = index_spec(st, a, index)
     if not arrays:
         nints = builtins.sum(1 for it in spec if isinstance(it, (int, Sym)))
@@ -294,6 +298,8 @@ def getitem(a, index):
 
 def setitem(a, index, value):
     st = a._st
+    if st.dyn is not None and st.dyn.setitem(a, index, value):
+        return
     spec, arrays = index_spec(st, a, index)
     root = a._base if a._base is not None else a     # (`or` would ask an array's truth)
     if isinstance(value, TracedArray) and value._base is root and not arrays and \

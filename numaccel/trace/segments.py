@@ -108,6 +108,7 @@ def aval_key(aval):
 SEGMENT_CACHE_MAX = 4096
 _PROBE_EVERY = 32       # calls between probes of the losing way, at first ...
 _PROBE_MAX = 4096       # ... doubling each time a probe loses again, up to this
+_SAMPLES = 3            # timed calls kept per way (the policy compares their best)
 
 
 class Segment:
@@ -133,7 +134,7 @@ class Policy:
     segments) or plain NumPy, whichever is faster. Plain NumPy is first estimated from the
     first call (its time in NumPy and segments, without tracing and compiling) and timed
     on the third call of the entry where re-tracing wins; traced calls are timed without
-    their compile time. The losing way runs once more after ``_PROBE_EVERY`` calls: the
+    their compile time. Each way is timed at least _SAMPLES times before the other is chosen. The losing way runs once more after ``_PROBE_EVERY`` calls: the
     data (iteration counts, branches) or the machine's load may change the balance. Each
     probe that loses again doubles the wait for the next (up to ``_PROBE_MAX``): a probe
     of re-tracing where it is 8x slower (jacobi's while loop) cost 22% over NumPy on
@@ -142,8 +143,8 @@ class Policy:
     __slots__ = ("traced", "eager", "estimate", "first", "calls", "interval", "next_probe")
 
     def __init__(self, estimate=None, first=None):
-        self.traced = []        # seconds of the last two traced calls (less compiling)
-        self.eager = []         # seconds of the last two plain NumPy calls
+        self.traced = []        # seconds of the last _SAMPLES traced calls (less compiling)
+        self.eager = []         # seconds of the last _SAMPLES plain NumPy calls
         self.estimate = estimate
         self.first = first      # seconds of the first (tracing) call, less compiling
         self.calls = 0
@@ -171,7 +172,12 @@ class Policy:
             return True
         eager_wins = eager < min(self.traced)
         loser = self.traced if eager_wins else self.eager
-        if not loser and self.calls >= 3 or self.calls >= self.next_probe:
+        # at first the loser runs until it has _SAMPLES samples (the best of them: one
+        # call can lose to page faults or another process, on this machine by up to 3x:
+        # a fresh 128 MB array costs 0.34 s to touch, a reused one 0.02 s)
+        if self.calls >= 3 and (len(loser) < _SAMPLES and self.calls < _PROBE_EVERY or
+                                not loser) \
+                or self.calls >= self.next_probe:
             return not eager_wins
         return eager_wins
 
@@ -185,7 +191,7 @@ class Policy:
             self.interval = min(2 * self.interval, _PROBE_MAX) if lost else _PROBE_EVERY
             self.next_probe = self.calls + self.interval
         samples.append(seconds)
-        del samples[:-2]
+        del samples[:-_SAMPLES]
 
 
 class SegmentRunner:

@@ -136,6 +136,7 @@ class TraceState:
         self.mask_counts = {}         # node id of a mask -> data-dependent Sym of its count
         self.peeked = {}              # node id -> value, computed by peek (see there)
         self.n_unbacked = 0
+        self.dyn = None               # slices at a captured for loop's counter (loop_for.py)
         self.fullgraph = fullgraph
         self.run_segment = run_segment
         self.fn_name = fn_name
@@ -317,14 +318,17 @@ class TraceState:
         log("graph_breaks", f"{self.fn_name}: {reason} at {where}")
         self.breaks.append((reason, where))
 
-    def concrete(self, ts, reason: str):
+    def concrete(self, ts, reason: str, user=True):
         """Concrete values of traced arrays ``ts`` (runs the pending segment), for user
-        code: no later segment writes into them."""
+        code: no later segment writes into them. ``user=False``: for numaccel's own use
+        (a captured loop's variables, traced again after it), which leaves the trace's
+        own arrays its own: a later segment may still write into them in place."""
         self.graph_break(reason)
         values = self.materialize(ts)
-        for v in values:
-            if isinstance(v, np.ndarray):
-                self.seen[id(v)] = v
+        if user:
+            for v in values:
+                if isinstance(v, np.ndarray):
+                    self.seen[id(v)] = v
         return values
 
     def donatable(self) -> frozenset:
