@@ -99,6 +99,32 @@ def test_launch_waits_for_every_chunk_and_raises_a_chunks_error(monkeypatch):
     assert done == [0]
 
 
+@pytest.mark.parametrize("accepted", [0, 1])
+def test_launch_runs_the_chunks_itself_when_the_pool_takes_no_more(accepted, monkeypatch):
+    # at interpreter exit a background compile's run on replicas finishes: the pool
+    # refuses new work then, and the chunks it did not take run on the calling thread
+    monkeypatch.setattr(config, "parallel_min", 0)
+    monkeypatch.setattr(config, "num_threads", 3)
+    real = cpu_threads._get_pool(2)
+
+    class Closing:
+        taken = 0
+
+        def submit(self, *a):
+            if self.taken >= accepted:
+                raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+            self.taken += 1
+            return real.submit(*a)
+    monkeypatch.setattr(cpu_threads, "_get_pool", lambda workers: Closing())
+    calls, lock = [], threading.Lock()
+
+    def fn(lo, hi):
+        with lock:
+            calls.append((lo, hi))
+    cpu_threads.launch(fn, [], 9, 9)
+    assert sorted(calls) == [(0, 3), (3, 6), (6, 9)]
+
+
 # ------------------------------------------------------------------------ map kernels
 
 def affine(x, y):

@@ -92,7 +92,15 @@ def launch(fn, args, n0: int, size: int) -> None:
         return
     bounds = chunks(n0, k)
     pool = _get_pool(k - 1)
-    futures = [pool.submit(fn, *args, bounds[c], bounds[c + 1]) for c in range(1, k)]
+    futures = []
+    try:
+        for c in range(1, k):
+            futures.append(pool.submit(fn, *args, bounds[c], bounds[c + 1]))
+    except RuntimeError:
+        # interpreter exit (a background compile's run on replicas, finishing so that
+        # its cache entries are complete): the pool takes no new work; the rest runs here
+        for c in range(1 + len(futures), k):
+            fn(*args, bounds[c], bounds[c + 1])
     try:
         fn(*args, 0, bounds[1])
     finally:

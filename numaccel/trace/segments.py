@@ -134,7 +134,8 @@ class Policy:
     segments) or plain NumPy, whichever is faster. Plain NumPy is first estimated from the
     first call (its time in NumPy and segments, without tracing and compiling) and timed
     on the third call of the entry where re-tracing wins; traced calls are timed without
-    their compile time. Each way is timed at least _SAMPLES times before the other is chosen. The losing way runs once more after ``_PROBE_EVERY`` calls: the
+    their compile time. At first, each way is timed ``_SAMPLES`` times before the other
+    is chosen. The losing way runs once more after ``_PROBE_EVERY`` calls: the
     data (iteration counts, branches) or the machine's load may change the balance. Each
     probe that loses again doubles the wait for the next (up to ``_PROBE_MAX``): a probe
     of re-tracing where it is 8x slower (jacobi's while loop) cost 22% over NumPy on
