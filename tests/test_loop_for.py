@@ -145,6 +145,26 @@ def test_counter_in_arithmetic_and_reverse_ranges():
     assert captured(acc) == 2
 
 
+def test_index_forms_at_the_counter():
+    def f(x, L):
+        acc = np.zeros(x.shape[0])
+        out = np.zeros_like(x)
+        for s in range(L, x.shape[1] - 2 * L + 1, L):
+            a = x[..., s:s + 2 * L:2]           # a step, an Ellipsis
+            b = x[None, :, s - 1]               # an integer index, a new axis
+            prev = x[:, s - L:s][:, ::-1]       # a view of a view at the counter
+            if a.mean() > 0:
+                acc = acc + a.sum(axis=1) - prev[:, 0]
+            else:
+                acc = acc - b[0]
+            out[:, s:s + L] = a * 2
+        return acc, out
+
+    x = np.random.default_rng(13).standard_normal((3, 90))
+    acc = check_np(f, x, 6, backend="cpu")
+    assert captured(acc) == 2
+
+
 def test_in_place_blocks_of_the_callers_array():
     def f(x, block):
         n = 0

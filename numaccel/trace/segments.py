@@ -108,7 +108,7 @@ def aval_key(aval):
 SEGMENT_CACHE_MAX = 4096
 _PROBE_EVERY = 32       # calls between probes of the losing way, at first ...
 _PROBE_MAX = 4096       # ... doubling each time a probe loses again, up to this
-_SAMPLES = 3            # timed calls kept per way (the policy compares their best)
+_SAMPLES = 2            # timed calls kept per way (the policy compares their best)
 
 
 class Segment:
@@ -134,8 +134,8 @@ class Policy:
     segments) or plain NumPy, whichever is faster. Plain NumPy is first estimated from the
     first call (its time in NumPy and segments, without tracing and compiling) and timed
     on the third call of the entry where re-tracing wins; traced calls are timed without
-    their compile time. At first, each way is timed ``_SAMPLES`` times before the other
-    is chosen. The losing way runs once more after ``_PROBE_EVERY`` calls: the
+    their compile time; re-tracing that loses on its first sample is timed once more.
+    The losing way runs once more after ``_PROBE_EVERY`` calls: the
     data (iteration counts, branches) or the machine's load may change the balance. Each
     probe that loses again doubles the wait for the next (up to ``_PROBE_MAX``): a probe
     of re-tracing where it is 8x slower (jacobi's while loop) cost 22% over NumPy on
@@ -173,11 +173,12 @@ class Policy:
             return True
         eager_wins = eager < min(self.traced)
         loser = self.traced if eager_wins else self.eager
-        # at first the loser runs until it has _SAMPLES samples (the best of them: one
-        # call can lose to page faults or another process, on this machine by up to 3x:
-        # a fresh 128 MB array costs 0.34 s to touch, a reused one 0.02 s)
-        if self.calls >= 3 and (len(loser) < _SAMPLES and self.calls < _PROBE_EVERY or
-                                not loser) \
+        # re-tracing that lost on one sample runs once more before plain NumPy is chosen:
+        # its first sample is the call right after the compiles, which can lose to page
+        # faults or cold caches by 3-8x (a fresh 128 MB array costs 0.34 s to touch here,
+        # a reused one 0.02 s)
+        if self.calls >= 3 and (not loser or loser is self.traced and len(loser) < 2 and
+                                self.calls < _PROBE_EVERY) \
                 or self.calls >= self.next_probe:
             return not eager_wins
         return eager_wins
