@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import numaccel
 from numaccel.config import config
 from numaccel.lower.cpu import CompiledGraph
+from numaccel.lower import cpu_gemv
 from numaccel.lower.cpu_gemv import MatvecPairStep
 
 from conftest import assert_same
@@ -23,6 +24,15 @@ def grad(X, w, b, y):
     p = sigmoid(X @ w + b)
     err = p - y
     return X.T @ err / len(y), err.mean(), p
+
+
+@pytest.fixture(autouse=True, scope="module")
+def always_pair():
+    # the test matrices fit in any cache: fuse them anyway (the size rule has its test)
+    saved = list(cpu_gemv._LLC)
+    cpu_gemv._LLC[:] = [0]
+    yield
+    cpu_gemv._LLC[:] = saved
 
 
 def run(fn, *args, fused=1, rtol=None, atol=None):
@@ -167,3 +177,32 @@ def test_hypothesis_against_numpy(n, d, f32, pmin, seed):
         run(grad, X, w, dtype(-0.5), y, **tol)
     finally:
         config.compiled_wrapper, config.parallel_min = saved
+
+
+def test_a_matrix_in_half_the_cache_keeps_two_blas_matvecs(rng):
+    # the pair saves the second read of X from DRAM; an X in cache is read twice from
+    # cache, where BLAS wins
+    X, w, y = data(rng, 300, 20)
+    try:
+        cpu_gemv._LLC[:] = [X.nbytes]
+        run(grad, X, w, 0.1, y, fused=0)
+        cpu_gemv._LLC[:] = [X.nbytes - 1]
+        run(grad, X, w, 0.1, y, fused=1)
+    finally:
+        cpu_gemv._LLC[:] = [0]
+
+
+def test_pair_min_bytes_reads_the_last_level_cache():
+    saved = list(cpu_gemv._LLC)
+    try:
+        cpu_gemv._LLC.clear()
+        got = cpu_gemv.pair_min_bytes()
+        try:
+            with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as fh:
+                txt = fh.read().strip()
+        except OSError:
+            pytest.skip("no L3 size in /sys")
+        unit = {"K": 1024, "M": 1024 * 1024}[txt[-1]]
+        assert got == int(txt[:-1]) * unit // 2 > 0
+    finally:
+        cpu_gemv._LLC[:] = saved
