@@ -97,6 +97,22 @@ def step_wrapper():
     numaccel.config.compiled_wrapper = True
 
 
+@pytest.fixture
+def traced_loops():
+    """Loop-capture tests: every call re-traces (the auto policy could run later calls
+    as plain NumPy) and loops are captured."""
+    saved = numaccel.config.segmented_mode, numaccel.config.capture_loops
+    numaccel.config.segmented_mode = "trace"
+    numaccel.config.capture_loops = True
+    yield
+    numaccel.config.segmented_mode, numaccel.config.capture_loops = saved
+
+
+def captured(acc):
+    """Loops of ``acc`` run as captured steps, over all its calls."""
+    return sum(s.captured for s in acc.loop_sites)
+
+
 def cpu(fn, *args, **kw):
     """``check_np`` on the cpu backend."""
     return check_np(fn, *args, backend="cpu", **kw)

@@ -9,22 +9,11 @@ import numaccel
 from numaccel.config import config
 from numaccel.trace.tracer import GraphBreakError
 
-from conftest import assert_same, check_np
+from conftest import assert_same, captured, check_np
 from test_segmented import jacobi  # the corpus solver: while err > tol and it < max_iter
 
 
-@pytest.fixture(autouse=True)
-def traced_calls():
-    # every call re-traces (the auto policy could run later calls as plain NumPy)
-    saved = config.segmented_mode, config.capture_loops
-    config.segmented_mode = "trace"
-    config.capture_loops = True
-    yield
-    config.segmented_mode, config.capture_loops = saved
-
-
-def captured(acc):
-    return sum(s.captured for s in acc.loop_sites)
+pytestmark = pytest.mark.usefixtures("traced_loops")
 
 
 @pytest.mark.parametrize("backend", ["cpu", "numpy"])

@@ -8,23 +8,11 @@ import pytest
 from hypothesis import given, settings, strategies as hs
 
 import numaccel
-from numaccel.config import config
 
-from conftest import assert_same, check_np
-
-
-@pytest.fixture(autouse=True)
-def traced_calls():
-    # every call re-traces (the auto policy could run later calls as plain NumPy)
-    saved = config.segmented_mode, config.capture_loops
-    config.segmented_mode = "trace"
-    config.capture_loops = True
-    yield
-    config.segmented_mode, config.capture_loops = saved
+from conftest import assert_same, captured, check_np
 
 
-def captured(acc):
-    return sum(s.captured for s in acc.loop_sites)
+pytestmark = pytest.mark.usefixtures("traced_loops")
 
 
 def reasons(acc):

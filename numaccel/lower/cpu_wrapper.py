@@ -258,16 +258,10 @@ class _Gen(WrapperOps):
     def _map_loop(self, k, n, shape, value, ind):
         """The loop nest storing node ``value`` (``k``'s root or one of its inputs, cast to
         the root's dtype) into the root's buffer."""
-        nodes = set()
-        stack = [value]
-        while stack:
-            i = stack.pop()
-            if i in k.nodes and i not in nodes:
-                nodes.add(i)
-                stack.extend(self.g.nodes[i].inputs)
+        live = self.g.live([value])
         idx, ind = self.loops(shape, ind)
         exprs = {i: self.elem(i, shape, idx) for i in k.operands}
-        body, names = body_lines(self.g, [i for i in k.nodes if i in nodes], exprs, ind,
+        body, names = body_lines(self.g, [i for i in k.nodes if i in live], exprs, ind,
                                  prefix=f"k{self.nk}_")
         self.lines += body
         v = names.get(value) or self.elem(value, shape, idx)

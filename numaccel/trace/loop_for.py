@@ -135,14 +135,10 @@ def _has_counter(items) -> bool:
     return False
 
 
-def _at(template, i):
-    """The index ``template`` (items with LoopIndex values) at counter ``i``."""
-    return _indexer(template)(i)
-
-
 def _indexer(template):
     """``i -> the index template at counter i``, as one compiled lambda (it runs once
-    per slice per iteration: a generic walk of the template cost ~9 us)."""
+    per slice per iteration: a generic walk of the template cost ~9 us). NoCapture for
+    items other than ints, slices, None and ``...`` (index arrays)."""
     def bound(v):
         if isinstance(v, LoopIndex):
             return f"{v.a} * i + {v.b}"
@@ -168,8 +164,8 @@ class DynIndex:
     def __init__(self, st, hint):
         self.st = st
         self.hint = hint
-        self.reads = []     # (source input index, template, shape, input node id)
-        # (loop variable, its input index, template, shape, value node id, node count)
+        self.reads = []     # (source input index, indexer, shape, input node id)
+        # (loop variable, its input index, indexer, shape, value node id, node count)
         self.writes = []
 
     def _source(self, a, what):
@@ -190,15 +186,13 @@ class DynIndex:
             raise NoCapture("the body reads an array after writing into it at the counter")
         if any(type(it) is slice and isinstance(it.step, LoopIndex) for it in items):
             raise NoCapture("a slice step depends on the loop counter")
-        for it in items:
-            if isinstance(it, (TracedArray, np.ndarray, list)):
-                raise NoCapture("an index mixes the loop counter and index arrays")
-        view = st.input_values[k][_at(items, self.hint)]
+        at = _indexer(items)
+        view = st.input_values[k][at(self.hint)]
         scalar = not isinstance(view, np.ndarray)
         aval = AVal(np.shape(view), np.asarray(view).dtype)
         t = st.input(view, aval)
         t._scalar = scalar
-        self.reads.append((k, items, np.shape(view), t._nid))
+        self.reads.append((k, at, np.shape(view), t._nid))
         return t
 
     def setitem(self, a, index, value):
@@ -210,19 +204,18 @@ class DynIndex:
         if not (a._src and a._src[0] == "input"):
             raise NoCapture("the body writes at the loop counter into an array that is not "
                             "a loop variable")
-        if any(isinstance(it, (TracedArray, np.ndarray, list)) for it in items):
-            raise NoCapture("an index mixes the loop counter and index arrays")
+        at = _indexer(items)
         target = st.input_values[k]
         if not isinstance(target, np.ndarray):
             raise NoCapture("the body writes at the loop counter into a scalar")
-        view_shape = target[_at(items, self.hint)].shape
+        view_shape = target[at(self.hint)].shape
         v = st.lift(value)
         if v.dtype != a.dtype or v._aval.weak:
             v = st.op("astype", [v], dtype=a.dtype)
         if np.broadcast_shapes(tuple(map(int, v.shape)), view_shape) != view_shape:
             raise ValueError(f"could not broadcast input array from shape {v.shape} into "
                              f"shape {view_shape}")
-        self.writes.append((a._src[1], k, items, view_shape, v._nid, len(st.graph.nodes)))
+        self.writes.append((a._src[1], k, at, view_shape, v._nid, len(st.graph.nodes)))
         return True
 
     def check_order(self):
@@ -314,9 +307,8 @@ def _captured(st, site, rng, body, vals):
         return None
     site.captured += 1
     out_of = {nid: j for j, nid in enumerate(graph.outputs)}
-    writes = [(var, _indexer(items), shape, out_of[nid])
-              for var, _, items, shape, nid, _ in dyn.writes]
-    reads = [(k, _indexer(items), shape) for k, items, shape, _ in dyn.reads]
+    writes = [(var, at, shape, out_of[nid]) for var, _, at, shape, nid, _ in dyn.writes]
+    reads = [(k, at, shape) for k, at, shape, _ in dyn.reads]
     written_vars = {var for var, _, _, _ in writes}
     cur = list(cvals)
     run = Stepper(st, graph, key)

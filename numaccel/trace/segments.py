@@ -177,7 +177,7 @@ class Policy:
         # its first sample is the call right after the compiles, which can lose to page
         # faults or cold caches by 3-8x (a fresh 128 MB array costs 0.34 s to touch here,
         # a reused one 0.02 s)
-        if self.calls >= 3 and (not loser or loser is self.traced and len(loser) < 2 and
+        if self.calls >= 3 and (not loser or loser is self.traced and len(loser) < _SAMPLES and
                                 self.calls < _PROBE_EVERY) \
                 or self.calls >= self.next_probe:
             return not eager_wins
